@@ -107,3 +107,27 @@ async def test_a_read_only_refusal_is_one_line(ro_world, size):
         help_text = " ".join(" ".join(str(w.render()) for w in world.app.screen.query("Static"))
                              .split())
         assert "drain, resume and restart are for a read-write console" in help_text
+
+
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)], ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_a_filter_that_hides_nodes_is_said_on_a_short_line(world, size):
+    """At 80 columns the nodes view's line read "16/2048 nodes  f…" (a 3 a.m. drive at 2,048
+    nodes): the filter that hid the other nodes cut to a letter, where the line has room for
+    it as typed after its key. The events view says its filter the same way."""
+    from fleetdeck.console.tui.screens.events import EventsScreen
+
+    async with world.app.run_test(size=size) as pilot:
+        world.tick()
+        nodes = await open_view(world, pilot, "2", NodesScreen)
+        await pilot.press("slash", *"gpu0003", "escape")
+        world.tick()
+        await pilot.pause()
+        assert len(nodes.shown) == 1
+        line = text_of(world.app).splitlines()[1]
+        assert "1/24" in line and "gpu0003" in line, line
+        await open_view(world, pilot, "5", EventsScreen)
+        await pilot.press("slash", *"gpu0003", "escape")
+        world.tick()
+        await pilot.pause()
+        line = text_of(world.app).splitlines()[1]
+        assert "gpu0003" in line, line

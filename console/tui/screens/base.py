@@ -15,7 +15,7 @@ from textual.widgets._footer import FooterKey  # private: textual is pinned (pyp
 
 from fleetdeck.console.rows import NodeFilter
 from fleetdeck.console.state import NodeState
-from fleetdeck.console.tui.text import esc
+from fleetdeck.console.tui.text import Part, esc
 
 if TYPE_CHECKING:
     from fleetdeck.console.tui.app import FleetdeckApp
@@ -46,16 +46,20 @@ def last_known(st: NodeState) -> bool:
     return st.online is False or st.stale
 
 
-def filter_said(f: NodeFilter) -> list[str]:
+def filter_said(f: NodeFilter) -> list[Part]:
     """What a view's line says of its ``/`` filter: the text with how it was read, and why it
     could not be read (a bracket left open, a bad regex). One wording for the nodes and events
-    views: the events view once left the reason out (a newcomer's run)."""
-    parts = []
+    views: the events view once left the reason out (a newcomer's run). On a short line the
+    filter is said as typed after its key, ``/leaf40``: at 80 columns the nodes view's line
+    read "16/2048 nodes  f…", the filter that hid 2,032 nodes cut to a letter (a 3 a.m.
+    drive)."""
+    parts: list[Part] = []
     if f.active:
         how = f.reading
-        parts.append(f"[$warning]filter {esc(f.text)}[/]" + (f" ({esc(how)})" if how else ""))
+        parts.append((f"[$warning]filter {esc(f.text)}[/]" + (f" ({esc(how)})" if how else ""),
+                      f"[$warning]/{esc(f.text)}[/]", 0))
     if f.error:
-        parts.append(f"[$error]{esc(f.error)}[/]")
+        parts.append((f"[$error]{esc(f.error)}[/]", "", 0))
     return parts
 
 

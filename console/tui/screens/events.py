@@ -102,9 +102,12 @@ class EventsScreen(FilteredView):
             table.action_cursor_to(0)
 
     def info(self) -> str:
-        shown = f"{len(self.rows)}/{len(self.fleet.event_log)} events"
-        parts: list[Part] = [(f"{shown}, newest first", shown, 0)]
-        parts += [(p, "", 0) for p in filter_said(self.filter)]
+        shown = f"{len(self.rows)}/{len(self.fleet.event_log)}"
+        # Short and filtered, the numbers alone (the tab says what they count): room for the
+        # filter that hides the rest.
+        parts: list[Part] = [(f"{shown} events, newest first",
+                              shown if self.filter.active else f"{shown} events", 0)]
+        parts += filter_said(self.filter)
         if self.commands_only:
             parts.append(("[$warning]commands only[/] (c)", "[$warning]commands only[/]", 0))
         # As the other views say what enter opens: here nothing did (a UX pass). A short line

@@ -96,7 +96,7 @@ class JobsScreen(FilteredView):
         # What hides jobs first, as the nodes view says it: at 80 columns the line is cut.
         shown = (f"{len(self.rows)}/{plural(self.total, 'job')}" if f.active
                  else plural(len(self.rows), "job"))
-        said = [(p, "", 0) for p in filter_said(f)]
+        said = filter_said(f)
         counts = (running, sick, by_switch, stalled, failed, slow)
         # Unfiltered, the table's own "1/12" says how many jobs there are: the line too short
         # for its counts gives that up before it cuts what holds jobs up.

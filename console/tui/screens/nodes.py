@@ -219,8 +219,9 @@ class NodesScreen(FleetView):
     def info(self) -> str:
         # What hides nodes first, the sort last: at 80 columns the line is cut, and "1/64
         # nodes" with the filter cut off hid 63 nodes for no visible reason (a newcomer's run).
-        parts: list[Part] = [(f"{len(self.shown)}/{len(self.fleet.state.nodes)} nodes", "", 0)]
-        parts += [(p, "", 0) for p in filter_said(self.filter)]
+        shown = f"{len(self.shown)}/{len(self.fleet.state.nodes)}"
+        parts: list[Part] = [(f"{shown} nodes", shown if self.filter.active else "", 0)]
+        parts += filter_said(self.filter)
         if self.unhealthy_only:
             parts.append(("[$warning]unhealthy only[/]", "", 0))
         marks = len(self.table.marks) if self.is_mounted else 0
