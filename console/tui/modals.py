@@ -576,7 +576,7 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         }} next leaf · {{ this/previous leaf · ) next rack · ( this/previous rack
         cells: ■ busy □ idle ⊟ out (idle on a failed node) ▲ degraded ✖ failed ◐ draining
         ○ drained · stale ⊘ offline - no GPU (a node without GPUs: storage, CPU)
-        x missing GPU ? waiting for telemetry · ↯ IB fault ≈ IB warn (port erroring, or
+        x missing GPU ? waiting for telemetry ↯ IB fault ≈ IB warn (port erroring, or
         failing with its suspect switch): the GPU is sound, the InfiniBand port of its rail
         is not
         GPUs: in use · free (on nodes that take work) · failed (a fault of its own) · out
@@ -592,7 +592,7 @@ HELP = """[b]Views[/]   1 overview · 2 nodes · 3 jobs · 4 fabric · 5 events 
         enter its nodes{rw_jobs}
 [b]Fabric[/]  matrix: a row per rail switch (r0-r7) of each leaf group, a cell per node's port;
         arrows/hjkl move · enter the port's node · w worst port (W back) · }} / {{ leaf group
-        ■ ok △ errors ▲ erroring ↯ flapping ✖ down · silent ? waiting · ▶ suspected switch
+        ■ ok △ errors ▲ erroring ↯ flapping ✖ down · silent ? waiting ▶ suspected switch
         tab matrix → leaves → ports · enter a leaf's bad ports / a port's node
 [b]Events[/]  / filter · c commands (this console's, and drains by anyone) · enter the node
 [b]Incidents[/] one root-cause line each, worst first; ↑↓ shows its timeline · enter its nodes;

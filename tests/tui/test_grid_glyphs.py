@@ -158,3 +158,19 @@ async def test_no_color_is_honoured(monkeypatch):
             await pilot.press(key)
             await pilot.pause()
             assert "fleetdeck" in text_of(world.app)
+
+
+def test_the_helps_glyph_lists_use_the_dot_only_as_a_glyph():
+    """``·`` is a stale node's cell (and a silent port's in the fabric matrix): the help's
+    glyph lists used it as a separator too ("? waiting for telemetry · ↯ IB fault", "? waiting
+    · ▶ suspected switch"), so a reader took the "· stale" beside them for a separator and a
+    word without a glyph (a 3 a.m. drive)."""
+    from fleetdeck.console.tui.modals import HELP
+
+    assert GLYPHS[Cell.STALE] == "·"
+    shapes = [g for g in GLYPHS.values() if not g.isascii()]
+    lists = [line for line in HELP.splitlines() if sum(g in line for g in shapes) >= 3]
+    assert len(lists) >= 3, lists
+    for line in lists:
+        for after in line.split("·")[1:]:
+            assert after.startswith((" stale", " silent")), line
