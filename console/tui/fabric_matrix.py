@@ -424,13 +424,30 @@ class FabricMatrix(Widget, can_focus=True):
 
     def _header(self, blocks: list[Block], p: MatrixPlan) -> Strip:
         lw = label_width(p.rails)
-        segs = [Segment(" " * lw, BLANK)]
-        for block in blocks:
+        segs = []
+        lead_before: str | None = None
+        for i, block in enumerate(blocks):
             w = block_width(block, p.cell_width)
             hot = bool(self._suspect_rails(block))
             style = self._style("suspect-label" if hot else "header")
-            segs.append(Segment(" " * GAP, BLANK))
-            segs.append(Segment(fit(_short(block.label, w), w), style))
+            before = (lw if i == 0 else 0) + GAP
+            label = _short(block.label, w)
+            digits = block.label[len(block.label.rstrip("0123456789")):]
+            if len(label) > w and len(digits) > w:
+                # A number longer than its block (leaf100 over 2 cells) reads as on a ruler:
+                # whole where its leading digits change, over the room before it, then its
+                # last digits ("99100 01 02"). Cut, it read "l…" from leaf100 on (a 3 a.m.
+                # drive at 2,048 nodes in 128 leaf groups).
+                lead = digits[:-w]
+                whole = lead != lead_before and len(digits) <= before + w
+                lead_before = lead
+                if whole:
+                    segs.append(Segment(" " * (before + w - len(digits)), BLANK))
+                    segs.append(Segment(digits, style))
+                    continue
+                label = digits[-w:]
+            segs.append(Segment(" " * before, BLANK))
+            segs.append(Segment(fit(label, w), style))
         return Strip(segs)
 
     def _rail_line(self, blocks: list[Block], p: MatrixPlan, r: int,

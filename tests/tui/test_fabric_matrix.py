@@ -446,3 +446,37 @@ async def test_leaf_groups_run_in_number_order_past_leaf99():
         # The leaf table: the bad one first, then the healthy ones in the matrix's order.
         rows = [r.leaf for r in screen.leaves]
         assert rows[0] == "leaf125" and rows[1:] == [g for g in want if g != "leaf125"]
+
+
+async def test_leaf_groups_past_leaf99_are_numbered_in_a_narrow_block():
+    """2,048 nodes in 128 leaf groups of 16 at 160 columns: a block is 2 cells (8 nodes each)
+    and its header the group's number, which from leaf100 on read "l…" (a 3 a.m. drive). Read
+    as a ruler now: the whole number where the hundreds begin, and on each band's first
+    block, then its last two digits."""
+    world = World(2048)
+    fleet = world.fleet
+    for i, name in enumerate(fleet.names):
+        fleet.src(name).topology = Topology(rack=f"r{i // 4:03d}", leaf=f"leaf{i // 16 + 1:02d}")
+    fleet.birth(world.ingest)
+    fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=SIZE) as pilot:
+        screen = await open_fabric(world, pilot)
+        matrix = screen.matrix
+        p = matrix.plan
+        assert p.cell_width == 1 and p.per_cell == 8
+        headers = [line_of(matrix, b * (1 + len(p.rails))) for b in range(len(p.bands))]
+        said: list[int] = []
+        for band, header in zip(p.bands, headers, strict=True):
+            assert "…" not in header, header
+            labels = header.split()
+            # Where a block's number took the room before it, two labels run together.
+            tokens = [t for label in labels for t in ((label[:2], label[2:])
+                      if len(label) == 5 else (label,))]
+            assert len(tokens) == len(band), header
+            for block, token in zip(band, tokens, strict=True):
+                number = block.label.removeprefix("leaf")
+                assert number.endswith(token), (block.label, token, header)
+                said.append(number if token == number else "")
+        assert "100" in said and "" in said
+        firsts = [band[0].label.removeprefix("leaf") for band in p.bands]
+        assert all(f in said for f in firsts), (firsts, headers)
