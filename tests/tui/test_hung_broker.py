@@ -207,6 +207,12 @@ async def test_a_broker_that_stops_answering_is_the_consoles_blindness_not_the_f
         assert "has not answered" in app.state.blind_why
         app.tick()
         assert not any(st.stale for st in app.state.nodes.values())
+        # The link is up: the top problems said "this console lost its broker connection"
+        # under a header saying "connected, nothing heard for 19 s (broker hung?)".
+        assert app.session.feed.conn.state == "connected"
+        said = str(app.screen.query_one("#problems").render())
+        assert "its broker answers nothing, not even a ping: hung?" in said, said
+        assert "lost its broker connection" not in said, said
         lost = [ln.text for ln in app.session.log.lines() if ln.kind == "connection"]
         assert lost and "(hung?)" in lost[-1], lost
         hang(False)

@@ -237,8 +237,15 @@ class OverviewScreen(FleetView):
             # Cut off from the broker: nothing below is current (FleetState.blind).
             # This loss's start, not an earlier one it was joined to (FleetState.lost_at).
             since = utc_hms(state.outage_start())  # UTC, as every time the views show
-            text = (f"[b]Top problems[/] [$error]unknown: no data since {since} (this console "
-                    "lost its broker connection); what shows is as of then[/]")
+            # A hung broker keeps the link up until the keepalive gives up: "lost its broker
+            # connection" read under a header saying "connected, nothing heard for 19 s
+            # (broker hung?)" (a 3 a.m. drive, the broker SIGSTOPped).
+            feed = self.fleet.session.feed
+            lost = ("its broker answers nothing, not even a ping: hung?"
+                   if feed is not None and feed.conn.state == "connected"
+                   else "this console lost its broker connection")
+            text = (f"[b]Top problems[/] [$error]unknown: no data since {since} ({lost}); "
+                    "what shows is as of then[/]")
             for p in problems:
                 text += (f"\n [{verdict_markup(p.verdict.value)}]{p.verdict.value:<8}[/] "
                          f"{esc(p.node):<10} {p.state:<6} {esc(p.text)}")
