@@ -691,12 +691,13 @@ def step_quiet(job: JobStatus, state: FleetState, now: float) -> float | None:
 
 def step_quiet_text(job: JobStatus, quiet: float, now: float,
                     delta: tuple[int, float | None] | None) -> str:
-    """``no step for 95 s; hung if none by 14:11:57 (step 13 at 14:06:57)``: when it turns
-    into a hang, as a clock time ("hung if still so at 5m00s" read as a time of day: a drill).
-    The step last: the jobs view's STEP column has it, and its HELD UP column cut this line at
-    160 columns before the time of the hang (a review)."""
+    """``no step for 95 s; hung at 14:11:57 if still none (step 13 at 14:06:57)``: when it
+    turns into a hang, as a clock time ("hung if still so at 5m00s" read as a time of day: a
+    drill), right after the "hung". The step last: the jobs view's STEP column has it, and its
+    HELD UP column cut this line at 160 columns before the time of the hang (a review); with a
+    long NODES cell it still did, "hung if none by 2…" (a 3 a.m. drive at 2,048 nodes)."""
     return not_stepping_text(job, quiet, now, then=(
-        f"; hung if none by {utc_hms(now - quiet + hang_window_s(job, delta))}"))
+        f"; hung at {utc_hms(now - quiet + hang_window_s(job, delta))} if still none"))
 
 
 def _standing_still(job: JobStatus, state: FleetState, now: float,

@@ -493,7 +493,7 @@ def test_a_step_standing_still_is_said_before_the_job_is_hung():
     row = job_row(job, state, now)
     assert row.quiet.startswith("no step for ")
     # When it turns into a hang first: a narrow HELD UP column cuts the step, not the time.
-    assert re.search(r"; hung if none by (\d\d:\d\d:\d\d) \(step \d+ at (\d\d:\d\d:\d\d)\)$",
+    assert re.search(r"; hung at (\d\d:\d\d:\d\d) if still none \(step \d+ at (\d\d:\d\d:\d\d)\)$",
                      row.quiet), row.quiet
     by, at = re.findall(r"\d\d:\d\d:\d\d", row.quiet)
     assert _seconds(by) - _seconds(at) == 300  # the hang window, from its last step

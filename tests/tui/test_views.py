@@ -693,7 +693,8 @@ async def test_the_detail_timeline_names_the_consoles_lines_by_their_kind(world)
 async def test_a_quiet_jobs_line_keeps_the_time_it_turns_hung_at_160_columns():
     """A job whose step stood still for a minute says when it will be called hung: the jobs
     view's HELD UP column cut that time off at 160 columns (the step it stopped at, which the
-    STEP column shows, now comes last)."""
+    STEP column shows, now comes last); and with a long NODES cell, as a 2,048-node drive's
+    "gpu[0175-0178]" beside "gpu[0009-0019,0021-0024,004…", it cut "hung if none by 2…"."""
     import re
 
     from tests.tui.conftest import World
@@ -705,6 +706,8 @@ async def test_a_quiet_jobs_line_keeps_the_time_it_turns_hung_at_160_columns():
         if t <= 20:
             publish_job(w.ingest, job_status("41", w.fleet.names[:4], w.clock, step=100 + t),
                         w.clock)
+            publish_job(w.ingest, job_status("43", w.fleet.names[5:24:2], w.clock,
+                                             step=100 + t), w.clock)
         publish_job(w.ingest, job_status("42", ["gpu0005"], w.clock, step=100 + t), w.clock)
         w.fleet.telemetry(w.ingest)
         w.tick(1.0)
@@ -715,7 +718,7 @@ async def test_a_quiet_jobs_line_keeps_the_time_it_turns_hung_at_160_columns():
         await pilot_until(pilot, lambda: isinstance(w.app.screen, JobsScreen), "jobs view")
         await pilot.pause()
         row = next(x for x in text_of(w.app).splitlines() if x.lstrip().startswith("41 "))
-        assert re.search(r"no step for \d+ s; hung if none by \d\d:\d\d:\d\d", row), row
+        assert re.search(r"no step for \d+ s; hung at \d\d:\d\d:\d\d", row), row
 
 
 async def test_a_job_held_up_by_a_suspect_switch_names_the_switch_not_a_node(world):
