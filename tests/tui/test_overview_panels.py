@@ -332,3 +332,26 @@ async def test_a_grid_taller_than_the_screen_says_how_many_rows_are_off_it():
         assert f"↑ {lines - shown} rows above" in more and "more row" not in more, more
         last = grid.node_ids[(lines - 1) * grid.per_line]  # the last row's label
         assert any(r.lstrip().startswith(f"{last} ") for r in rows), rows
+
+
+async def test_the_jobs_panel_lines_up_the_node_lists_after_etas_of_any_length():
+    """With more jobs than room for their detail lines, each running job's nodes follow its
+    ETA on its line: "ETA -" beside "ETA 59m51s" started them five cells apart (a 3 a.m.
+    drive at 2,048 nodes)."""
+    from tests.tui.fleet import job_status, publish_job
+    from tests.tui.test_views_scale import _replace
+
+    world = World(96)
+    world.fleet.birth(world.ingest)
+    etas = [None, 27.0, 3600.0 * 3 + 59, 59 * 60 + 51.0]
+    for i in range(24):
+        job = job_status(str(4101 + i), world.fleet.names[4 * i:4 * i + 4], world.clock)
+        publish_job(world.ingest, _replace(job, eta_s=etas[i % len(etas)]), world.clock)
+    world.fleet.telemetry(world.ingest)
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        screen = await overview(world, pilot)
+        lines = [ln for ln in panel_text(screen, "jobs-panel").splitlines() if " ETA " in ln]
+        said = {ln.split(" ETA ")[1].split()[0] for ln in lines}
+        assert {"-", "27s", "59m51s"} <= said, lines
+        starts = {ln.index("gpu[") for ln in lines}
+        assert len(starts) == 1, lines

@@ -484,6 +484,9 @@ class OverviewScreen(FleetView):
         order = jobs_to_act_on_first(jobs)
         name_w = max(8, min(24, max(len(j.name) for j in jobs), width // 3))
         bar_w = 10 if width >= 60 else 0
+        # One width for every ETA, so the node lists after it start in one column: "ETA -"
+        # beside "ETA 59m51s" put them a cell or five apart (a 3 a.m. drive at 2,048 nodes).
+        eta_w = max((len(j.eta) for j in jobs if j.state in ("R", "CG", "RQ")), default=1)
         # With room, each job gets a line of detail (step, step time, checkpoint).
         detail = len(jobs) * 2 + sum(_held_up_lines(j) for j in jobs) <= height
         lines: list[str] = []
@@ -499,7 +502,7 @@ class OverviewScreen(FleetView):
             used = 6 + 1 + name_w + 1 + 2 + 1
             if j.state in ("R", "CG", "RQ"):
                 bar = f"{progress_bar(j.progress, bar_w)} " if bar_w else ""
-                tail = f"{j.progress * 100:3.0f}% ETA {j.eta}  "
+                tail = f"{j.progress * 100:3.0f}% ETA {j.eta:<{eta_w}}  "
                 used += len(bar) + len(tail)
                 head += f"[$accent]{bar}[/]{tail}"
                 if not detail:
