@@ -1018,7 +1018,7 @@ class TargetProgress:
     (``NOT_SAVED``): said again in the outcome, whatever settles it (a status, the ack)."""
     sent_shift_ms: int | None = None
     """How far into the node's clock its sends were stamped, the least of them
-    (``ConsoleSession._publish``): a re-send goes no later, so no copy outlives the one an
+    (``CommandOutbox._publish``): a re-send goes no later, so no copy outlives the one an
     agent acted on, which it remembers only until that copy's expiry (agents/guard.py)."""
 
 

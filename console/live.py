@@ -265,7 +265,7 @@ class LiveFeed:
     async def send_command(self, kind: Kind, subject: str, cmd: Command) -> Command:
         """Sign (when a command key is configured) and publish a command; return what was sent.
         A command to a node comes here already stamped in the node's clock (its one caller,
-        ``ConsoleSession._publish``, console/clock.py ``ClockWatch.on_node_clock``)."""
+        ``CommandOutbox._publish``, console/clock.py ``ClockWatch.on_node_clock``)."""
         if self.command_key is not None:
             cmd = signing.sign(cmd, self.command_key)
         payload = codec.encode(cmd)

@@ -186,7 +186,7 @@ def _settled_line(rec: AuditRecord) -> str:
 def _settled_text(written: list[AuditRecord]) -> str:
     """One timeline line for the commands settled at once: one per record flooded it with
     4,094 warnings on a 50 MB log (a review). One alone reads as the console's own command
-    lines do (``ConsoleSession._on_transition``)."""
+    lines do (``CommandOutbox.on_transition``)."""
     if len(written) == 1:
         rec = written[0]
         return f"{_settled_line(rec)} ({rec.detail})"

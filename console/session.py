@@ -21,8 +21,7 @@ import math
 import pickle
 import sqlite3
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -44,15 +43,12 @@ from fleetdeck.console.commands import (
     Phase,
     Request,
     Transition,
-    audit_fields,
-    clip_words,
     fmt_duration,
-    refusal,
 )
 from fleetdeck.console.eventlog import RETIRE_KIND, EventLine, EventLog, event_line
-from fleetdeck.console.follow_ups import REBIRTH_EVERY_S, FollowUps, Outgoing
+from fleetdeck.console.follow_ups import REBIRTH_EVERY_S, FollowUps
 from fleetdeck.console.health import VERDICT_SEVERITY, Finding, Verdict, verdict_text
-from fleetdeck.console.ingest import Batch, Ingest, request_of
+from fleetdeck.console.ingest import Batch, Ingest
 from fleetdeck.console.interruptions import (
     IN_PLACE,
     INTERRUPTION,
@@ -72,7 +68,8 @@ from fleetdeck.console.judgements import (
 )
 from fleetdeck.console.live import LiveFeed
 from fleetdeck.console.orphan_settler import OrphanSettler
-from fleetdeck.console.publish_probe import PROBE_NODE, PublishProbe, probe_topic
+from fleetdeck.console.outbox import CommandOutbox, Publisher, SessionParts
+from fleetdeck.console.publish_probe import PublishProbe
 from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
@@ -81,7 +78,6 @@ from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.sight_watch import SightWatch, host_steady
 from fleetdeck.console.state import (
     AGENT_RECONNECT_S,
-    DUPLICATE_WINDOW_S,
     FleetState,
 )
 from fleetdeck.console.state import Transition as VerdictChange
@@ -94,10 +90,8 @@ from fleetdeck.console.store import (
 from fleetdeck.console.store_link import StoreLink
 from fleetdeck.console.summary import judged_not_ok
 from fleetdeck.hostlist import HostlistError, compress, expand
-from fleetdeck.protocol import codec, signing, wire2
+from fleetdeck.protocol import codec, wire2
 from fleetdeck.protocol.messages import (
-    Ack,
-    Command,
     CommandOp,
     DrainMode,
     Event,
@@ -112,19 +106,10 @@ from fleetdeck.transport import TransportError, Will
 
 log = logging.getLogger("fleetdeck.session")
 
-Publisher = Callable[[Kind, str, bytes], Awaitable[None]]
-"""Publishes an encoded command (tests capture them with one; the default is the live feed)."""
-
 RECORDING_FLUSH_S = 2.0
 """Each flush ends a gzip member: every 2 s keeps a file being recorded readable."""
 AUDIT_RETRY_S = 5.0
 """How often a failing audit log is tried again with the records it holds (``AuditLog.retry``)."""
-UNRECORDED_COMMAND = "— its command is not recorded (another terminal's, or sent before)"
-"""What a replay's answer line adds when the recording holds the ack but not the command."""
-ASKS_IN_FLIGHT = 256
-"""Fire-and-forget asks (keyframe, re-send, rebirth) published at once, not each after the
-last one's PUBACK (``ConsoleSession._publish_asks``); paho still caps what is unacknowledged
-on the wire, the rest wait in its queue, not behind a broker round trip each."""
 APPLY_BUDGET_S = 0.020
 """Telemetry applied by one tick at most this long: the rest waits for the next tick, so the
 event loop never stalls on a large batch (issue 12: no stall > 50 ms at 16,384 nodes). The
@@ -380,19 +365,24 @@ class ConsoleSession:
         self.store_link = StoreLink(self.note, self._problem, self.problems, self.counters,
                                     clock)
         """The history store, the ticks' rows held for it and their writes (``open_store``)."""
-        self._outgoing: deque[Outgoing] = deque()
-        self._messages: deque[tuple[Kind, str, bytes, int, bool]] = deque()
-        """Messages of the session's own to publish (a collector's digests and birth)."""
         self._wake = asyncio.Event()
         self._io_lock = asyncio.Lock()
         """Publishes: the pump's and a front end's final flush never interleave."""
+        self.outbox = CommandOutbox(
+            cluster, operator, clock, self.tracker, self.counters, self.note, self._wake.set,
+            SessionParts(feed=lambda: self.feed, publisher=lambda: self.publisher,
+                         audit=lambda: self.audit, state=lambda: self.state,
+                         ingest=lambda: self.ingest, log=lambda: self.log),
+            command_key=command_key)
+        """Requests audited, logged and queued, and everything the I/O pump publishes, the
+        publish probe's test included (console/outbox.py)."""
         self._last_event: Event | None = None
         self._rec_flushed = 0.0
         self._audit_errors_seen = 0
         self._audit_retried = 0.0
         self.settler = OrphanSettler(cluster, self.note, self._wake.set)
         """Commands consoles that stopped left open, settled here (``adopt_orphans``)."""
-        self.follow_ups = FollowUps(cluster, operator, self.tracker, self._outgoing,
+        self.follow_ups = FollowUps(cluster, operator, self.tracker, self.outbox.outgoing,
                                     self.counters, self.note, self._problem, self.problems,
                                     digests=digests)
         """Re-sends, asks for missed events, births and keyframes, planned for the pump."""
@@ -422,10 +412,6 @@ class ConsoleSession:
         self.summaries: Summaries | None = None
         """Fleet-wide tables kept up to date a little every tick for the views that show them
         (the TUI sets it; headless front ends need none)."""
-        self.probe: PublishProbe | None = None
-        """Whether the broker delivers this session's commands (``probe_commands``)."""
-        self._probe_out: bytes | None = None
-        """The probe's test publish, due and not yet handed to the broker (the pump does)."""
         self._node_cost_s = 100e-6
         """Measured apply cost per node: how many nodes fit the budget. It follows a dearer
         slice at once and a cheaper one slowly: a slice sized on the cost of quiet samples
@@ -570,54 +556,22 @@ class ConsoleSession:
 
     def publish_message(self, kind: Kind, subject: str, payload: bytes, *, qos: int = 0,
                         retain: bool = False) -> None:
-        """Queue a message of this session's own (the I/O pump publishes it; dropped, and
-        counted, when not connected: what is sent this way is re-sent periodically)."""
-        self._messages.append((kind, subject, payload, qos, retain))
-        self._wake.set()
+        """Queue a message of this session's own (``CommandOutbox.publish_message``)."""
+        self.outbox.publish_message(kind, subject, payload, qos=qos, retain=retain)
 
     def probe_commands(self) -> None:
         """Test, once per connection, whether the broker delivers this session's commands
-        (console/publish_probe.py): a read-write console's; a read-only one, a status and a
-        collector send none, and publish nothing for it."""
-        feed = self.feed
-        if feed is None or self.probe is not None:
-            return
-        self.probe = PublishProbe(user=feed.url.username or "")
-        feed.probe_topic = probe_topic(self.cluster)
-        feed.on_probe = self.probe.heard
-        feed.link.subscribe([feed.probe_topic])
+        (``CommandOutbox.probe_commands``)."""
+        self.outbox.probe_commands()
 
-    def _run_probe(self, now: float) -> None:
-        probe, feed = self.probe, self.feed
-        if probe is None or feed is None:
-            return
-        if feed.link.connected:
-            payload = probe.due(now, feed.conn.connects, self.operator)
-            if payload is not None:
-                self._probe_out = payload  # a newer test replaces one not yet published
-                self._wake.set()
-        heard_s = feed.broker_heard_s()
-        spoke = (heard_s is not None and probe.sent_at is not None
-                 and heard_s < now - probe.sent_at)
-        change = probe.judge(now, feed.link.connected, spoke)
-        if change == "dropped":
-            self.note(probe.why(), severity="warn", kind="command")
-        elif change == "delivered":
-            self.note("the broker delivers this console's commands again (its test publish "
-                      "on node/+/cmd came back)", kind="command")
+    @property
+    def probe(self) -> PublishProbe | None:
+        """Whether the broker delivers this session's commands (``probe_commands``)."""
+        return self.outbox.probe
 
-    def _answered_probe(self, acks: list[Ack]) -> None:
-        """A node's answer to a command of this console's shows the broker delivers them,
-        where the test publish could not (console/publish_probe.py ``node_answered``)."""
-        probe = self.probe
-        if probe is None or probe.answered:
-            return
-        ack = next((a for a in acks if self.tracker.progress(a.cmd_id) is not None), None)
-        if ack is not None and probe.node_answered():
-            self.note(f"the broker delivers this console's commands: {ack.by} answered one, "
-                      "though the test publish on node/+/cmd did not come back (a broker user "
-                      "that may publish node/+/cmd but not read it back, docs/security.md)",
-                      kind="command")
+    @probe.setter
+    def probe(self, probe: PublishProbe | None) -> None:
+        self.outbox.probe = probe
 
     def watch_node(self, node_id: str) -> None:
         """On digests: receive this node's raw birth, status and telemetry too (its detail is
@@ -868,12 +822,12 @@ class ConsoleSession:
             self.summaries.catch_up(self.state, SUMMARY_CATCH_UP)
         logged = self._collect_events()
         acks = [ack for _rx, ack in batch.acks]
-        self._answered_probe(acks)
+        self.outbox.answered_probe(acks)
         moved = self.tracker.observe(self.state, acks, now)
         for tr in moved:
-            self._on_transition(tr)
+            self.outbox.on_transition(tr)
         if batch.commands or (batch.acks and self.ingest.hears_commands):
-            self._log_recorded_commands(batch)
+            self.outbox.log_recorded_commands(batch)
         verdicts = self.state.take_transitions()
         scope = self.ingest.scope
         if scope is not None and verdicts:
@@ -958,10 +912,10 @@ class ConsoleSession:
         if full and self.burst.asks_statuses and self.feed is not None:
             self.burst.ask_statuses(self.feed, self.state, now)
         self.follow_ups.plan_keyframes(now, self.ingest, sends)
-        self._run_probe(now)
+        self.outbox.run_probe(now)
         self._note_shedding(now)
         self.counters.ticks += 1
-        if self._outgoing or self.store_link.backlog or self._messages:
+        if self.outbox.pending or self.store_link.backlog:
             self._wake.set()
         report = TickReport(now, batch.messages, frozenset(changed), verdicts, moved,
                             logged + sum(1 for _ in moved),
@@ -1458,152 +1412,43 @@ class ConsoleSession:
     # --- requests ------------------------------------------------------------------------------
 
     def cannot_send_now(self) -> str:
-        """Why a command asked for now would not go out at once ('' when it would): a drain
-        confirmed with the broker down said so only after the dialog had closed (an SRE
-        drill), so the confirmation dialogs say it first."""
-        feed = self.feed
-        if feed is None:
-            return ""
-        if feed.conn.state == "connected":
-            return self.probe.why() if self.probe is not None else ""
-        timeout = self.tracker.ack_timeout_s
-        return (f"not connected to the broker now ({feed.conn.why}): "
-                f"this is sent only if the connection is back within {timeout:.0f} s, else it "
-                "times out with nothing sent")
+        """Why a command asked for now would not go out at once, '' when it would
+        (``CommandOutbox.cannot_send_now``)."""
+        return self.outbox.cannot_send_now()
 
     def drain(self, targets: list[str], reason: str, mode: DrainMode = DrainMode.FINISH
               ) -> Request:
-        return self.submit(self.tracker.drain(targets, reason, self.clock(), mode))
+        return self.outbox.drain(targets, reason, mode)
 
     def resume(self, targets: list[str], reason: str = "") -> Request:
-        return self.submit(self.tracker.resume(targets, self.clock(), reason))
+        return self.outbox.resume(targets, reason)
 
     def restart_job(self, job_id: str, reason: str = "") -> Request:
-        return self.submit(self.tracker.restart_job(job_id, self.clock(), reason,
-                                                    job=self.state.jobs.get(job_id)))
+        return self.outbox.restart_job(job_id, reason)
 
     def refuse(self, op: CommandOp, targets: Iterable[str] | str, why: str, reason: str = "",
                mode: DrainMode | None = None) -> AuditRecord:
-        """An operator's command refused before anything was sent (``why``: one sentence):
-        audited with outcome ``refused`` and shown in the timeline, as a sent command's
-        outcome is. The front end still tells the operator in its own way."""
-        record = refusal(op, targets, why, who=self.operator, cluster=self.cluster,
-                         now=self.clock(), reason=reason, mode=mode)
-        self.audit.write(record)
-        nodes = () if isinstance(targets, str) or op is CommandOp.RESTART_JOB else tuple(targets)
-        verb = "restart" if op is CommandOp.RESTART_JOB else op.value
-        self.log.add(EventLine(record.ts, "console", "command", "error",
-                               f"{self.operator}: {verb} {record.targets} refused: "
-                               f"{record.detail}", nodes[:64]))
-        return record
+        """An operator's command refused before anything was sent: audited and in the
+        timeline (``CommandOutbox.refuse``)."""
+        return self.outbox.refuse(op, targets, why, reason, mode)
 
     def submit(self, req: Request) -> Request:
-        """Audit, log and queue a request's commands; the I/O pump publishes them."""
-        self._audit(req, "requested", "")
-        self.log.add(EventLine(self.clock(), "console", "command", "info",
-                               f"{self.operator} requested {req.describe()}"
-                               # "…: requested 1 reason: X" read as "1 reason"
-                               + (f"; reason: {req.reason}" if req.reason else ""),
-                               _nodes_of(req)))
-        for i, (kind, subject, cmd) in enumerate(req.commands()):
-            self._outgoing.append(Outgoing(kind, subject, cmd, req, i))
-        self._wake.set()
-        return req
+        """Audit, log and queue a request's commands (``CommandOutbox.submit``)."""
+        return self.outbox.submit(req)
 
     def abandon(self, why: str, phase: Phase = Phase.TIMED_OUT) -> list[Transition]:
-        """Give up on every open command (a CLI's deadline, an interrupt): each gets an
-        outcome in the log and the audit trail."""
-        moved = self.tracker.expire_all(self.clock(), why, phase)
-        for tr in moved:
-            self._on_transition(tr)
-        return moved
+        """Give up on every open command (``CommandOutbox.abandon``)."""
+        return self.outbox.abandon(why, phase)
 
-    def _on_transition(self, tr: Transition) -> None:
-        req = tr.request
-        severity = {Phase.DONE: "done", Phase.REJECTED: "error", Phase.FAILED: "error",
-                    Phase.TIMED_OUT: "error"}.get(tr.new, "info")
-        what = "restart" if req.op is CommandOp.RESTART_JOB else req.op.value
-        subject = f"job {tr.target}" if req.op is CommandOp.RESTART_JOB else tr.target
-        nodes = (tr.target,) if req.op is not CommandOp.RESTART_JOB else _nodes_of(req)
-        self.log.add(EventLine(tr.ts, "console", "command", severity,
-                               f"{what} {subject} [{req.request_id}]: {tr.text}", nodes))
-        if req.finished_at is not None and not req.outcome_recorded:
-            req.outcome_recorded = True
-            self._audit(req, req.phase.value, finish_details(req))
-
-    def _log_recorded_commands(self, batch: Batch) -> None:
-        """A replay's timeline lines for the operators' commands the recording holds and the
-        acks that answered them, as the recording console's own lines read ("alice requested
-        drain gpu0020 (finish); reason: …", "drain gpu0020: done (DRAINED)"). A replay used to
-        show only their effects: "job 4101 interrupted: operator", by whom and why nowhere (a
-        replay drill). One line per request and outcome: a drain of 16 nodes is 16 commands
-        and 32 acks, one line each was a screenful; and a command the console re-sent while
-        unanswered (same cmd_id every 3 s) is one request, not the operator asking five times
-        (the ingest drops the re-sends: ``Ingest.recorded_cmds``)."""
-        # What each line says besides its targets -> (its first time, the targets).
-        asked: dict[tuple[str, str, str, str, str], tuple[float, list[str]]] = {}
-        for rx, cmd in batch.commands:
-            verb = "restart" if cmd.op is CommandOp.RESTART_JOB else cmd.op.value
-            # Only a drain has a mode the operator chose (finish or now): a restart always
-            # requeues, and its timeline line read "requested restart job 4106 (now)".
-            mode = f" ({cmd.args.mode.value})" if cmd.op is CommandOp.DRAIN else ""
-            reason = f"; reason: {cmd.args.reason}" if cmd.args.reason else ""
-            key = (request_of(cmd.cmd_id), cmd.issued_by, verb, mode, reason)
-            asked.setdefault(key, (rx, []))[1].append(cmd.target)
-        answered: dict[tuple[str, str, str, str, bool], tuple[float, list[str]]] = {}
-        for rx, ack in batch.acks:
-            # Each answer once per command and result: an agent answers every re-send of an
-            # unanswered command from memory, the same "accepted" again (the ingest keeps what
-            # was told, so a seek back tells it as it was then).
-            known = self.ingest.recorded_answer(ack)
-            if known is None:
-                continue  # no operator's command, or already told
-            verb = "restart" if known.op is CommandOp.RESTART_JOB else known.op.value
-            answered.setdefault((request_of(ack.cmd_id), verb, ack.result.value, ack.reason,
-                                 known.recorded), (rx, []))[1].append(known.target)
-        out: list[tuple[float, str, str, tuple[str, ...], str]] = []
-        for (req, who, verb, mode, reason), (rx, targets) in asked.items():
-            what, nodes = self._recorded_target(verb, targets)
-            out.append((rx, "info", f"{who} requested {verb} {what}{mode}{reason}", nodes, req))
-        for (_req, verb, result, said, recorded), (rx, targets) in answered.items():
-            if recorded or verb != "restart":
-                what, nodes = self._recorded_target(verb, targets)
-            else:
-                what, nodes = "of a job", ()  # the scheduler's reason names it
-            severity = {"done": "done", "rejected": "error", "failed": "error"}.get(result, "info")
-            unsent = "" if recorded else f" {UNRECORDED_COMMAND}"
-            out.append((rx, severity, f"{verb} {what}: {result}" + (f" ({said})" if said else "")
-                        + unsent, nodes, ""))
-        # A request before its answers when they came in the same instant.
-        for rx, severity, text, nodes, req in sorted(out, key=lambda line: line[0]):
-            self.log.add(EventLine(rx, "console", "command", severity, text, nodes, req))
+    def left_open(self, req: Request, why: str) -> None:
+        """The front end stops following ``req`` before it finished
+        (``CommandOutbox.left_open``)."""
+        self.outbox.left_open(req, why)
 
     def recorded_resends(self, request: str) -> int:
         """How many times the recording holds the commands of ``request`` again after their
-        first send (the live console's retries of unanswered ones: told once, counted here)."""
-        return self.ingest.recorded_resent.get(request, 0)  # (O(1) per request line)
-
-    def _recorded_target(self, verb: str, targets: list[str]) -> tuple[str, tuple[str, ...]]:
-        """How a recorded command's targets read, and the nodes its line concerns."""
-        if verb == "restart":
-            job = self.state.jobs.get(targets[0])
-            return f"job {targets[0]}", tuple(job.nodes[:64]) if job is not None else ()
-        names = sorted(set(targets))
-        return compress(names), tuple(names[:64])
-
-    def left_open(self, req: Request, why: str) -> None:
-        """The front end stops following ``req`` before it finished (``--no-wait``): its last
-        known state goes to the audit trail, which otherwise held only "requested"."""
-        if req.finished_at is None and not req.outcome_recorded:
-            req.outcome_recorded = True
-            self._audit(req, req.phase.value, f"{why}: {req.describe()}")
-
-    def _audit(self, req: Request, outcome: str, detail: str) -> None:
-        self.audit.write(AuditRecord(
-            ts=self.clock(), who=self.operator, what=req.op.value, targets=req.target_text,
-            why=req.reason, outcome=outcome, request_id=req.request_id, cluster=self.cluster,
-            detail=detail, args=audit_fields(req),
-        ))
+        first send (``CommandOutbox.recorded_resends``)."""
+        return self.outbox.recorded_resends(request)
 
     def adopt_orphans(self) -> int:
         """Find this cluster's requests that a console (or one-shot command) no longer running
@@ -1671,7 +1516,7 @@ class ConsoleSession:
 
     async def _publish_now(self) -> None:
         async with self._io_lock:  # the pump and a front end's final flush never interleave
-            await self._publish_pending()
+            await self.outbox.publish_pending()
             if self.settler.settling:
                 await self.settler.write(lambda: self.audit)
 
@@ -1689,142 +1534,6 @@ class ConsoleSession:
             await self._publish_now()
             self.store_link.in_background()
         await self.store_link.pump_ended()
-
-    async def _publish_pending(self) -> None:
-        await self._publish_probe()
-        messages = self._messages
-        while messages:
-            kind, subject, payload, qos, retain = messages.popleft()
-            if self.feed is None:
-                continue
-            try:
-                await self.feed.publish(kind, subject, payload, qos=qos, retain=retain)
-            except (OSError, ConnectionError):
-                self.counters.publish_errors += 1
-                messages.clear()  # not connected: the owner re-sends on its own schedule
-                break
-            self.counters.messages_sent += 1
-        while self._outgoing:
-            out = self._outgoing[0]
-            if out.request is None:
-                await self._publish_asks()
-                continue
-            if out.request is not None and out.progress_index >= 0:
-                progress = out.request.targets[out.progress_index]
-                if progress.phase.terminal:
-                    self._outgoing.popleft()
-                    continue
-            if self.publisher is None and self.feed is None:
-                self._outgoing.popleft()
-                if out.request is not None:
-                    for tr in self.tracker.publish_failed(out.request, "no broker connection",
-                                                          self.clock()):
-                        self._on_transition(tr)
-                continue
-            try:
-                await self._publish(out.kind, out.subject, out.cmd)
-            except (aiomqtt.MqttError, OSError, ConnectionError) as err:
-                # Not connected (a broker restart): the tracker re-sends unacknowledged
-                # commands every few seconds until their deadline, so nothing is dropped here.
-                self.counters.publish_errors += 1
-                log.info("cannot publish %s now: %s", out.cmd.cmd_id, err)
-                if out.request is not None and out.progress_index >= 0:
-                    progress = out.request.targets[out.progress_index]
-                    if not progress.send_error:
-                        self.note(f"{progress.target}: cannot send {out.cmd.op.value} now "
-                                  f"({err}); retrying until it expires", severity="warn",
-                                  nodes=(progress.target,), kind="command")
-                    progress.sent_at = self.clock()
-                    progress.send_error = str(err) or type(err).__name__
-                self._outgoing.popleft()
-                continue
-            self._outgoing.popleft()
-            self.counters.commands_sent += 1
-            if out.request is not None and out.progress_index >= 0:
-                progress = out.request.targets[out.progress_index]
-                progress.sent_at, progress.send_error = self.clock(), ""
-
-    async def _publish_probe(self) -> None:
-        """Publish the probe's test publish, and tell the probe when it went out (its PUBACK):
-        its wait starts then, not when the tick queued it (console/publish_probe.py)."""
-        payload, probe, feed = self._probe_out, self.probe, self.feed
-        if payload is None or probe is None or feed is None:
-            return
-        self._probe_out = None
-        try:
-            await feed.publish(Kind.CMD, PROBE_NODE, payload, qos=1)
-        except (OSError, ConnectionError):
-            self.counters.publish_errors += 1
-            probe.unsent(payload)
-            return
-        self.counters.messages_sent += 1
-        probe.sent(payload, self.clock())
-
-    async def _publish_asks(self) -> None:
-        """Publish the leading run of outgoing commands no request waits on (keyframe, event
-        re-send and rebirth asks, re-sends of commands not yet acknowledged: a lost one is sent
-        again on its own schedule) at once, up to ``ASKS_IN_FLIGHT``.
-        One at a time, each QoS 1 publish waited for its PUBACK while the loop ingested the
-        fleet: a console or ``status`` on 1,024 v2 nodes sent ~360 keyframe asks a second,
-        and ``status`` read 635 of 1,024 nodes stale ("not yet its keyframe") after its 3.5 s
-        watch (a 3 a.m. drill)."""
-        batch: list[Outgoing] = []
-        while self._outgoing and len(batch) < ASKS_IN_FLIGHT:
-            if self._outgoing[0].request is not None:
-                break
-            batch.append(self._outgoing.popleft())
-        if self.publisher is None and self.feed is None:
-            return
-        results = await asyncio.gather(
-            *(self._publish(out.kind, out.subject, out.cmd) for out in batch),
-            return_exceptions=True)
-        for out, result in zip(batch, results, strict=True):
-            if isinstance(result, (aiomqtt.MqttError, OSError, ConnectionError)):
-                # Not connected (a broker restart): the ask is made again once it is still
-                # wanted (the ingest's and the state's own schedules), as before.
-                self.counters.publish_errors += 1
-                log.info("cannot publish %s now: %s", out.cmd.cmd_id, result)
-            elif isinstance(result, BaseException):
-                raise result
-            else:
-                self.counters.commands_sent += 1
-
-    async def _publish(self, kind: Kind, subject: str, cmd: Command) -> None:
-        # Every command to a node goes out here (drains and resumes with their re-sends,
-        # keyframe, re-send and rebirth asks), stamped in that node's clock: its agent judges
-        # expiry by its own (console/clock.py ``ClockWatch.on_node_clock``). The tracker keeps
-        # the command in ours: its deadlines and re-sends go by our clock.
-        if kind is Kind.CMD:
-            now = self.clock()
-            st = self.state.nodes.get(subject)
-            # Two machines under its id (H3): the latest sample may be the other's clock.
-            duplicate = (st is not None and st.duplicate_at is not None
-                         and now - st.duplicate_at < DUPLICATE_WINDOW_S)
-            sent = self.state.clocks.on_node_clock(cmd, subject, now, duplicate)
-            progress = self.tracker.progress(cmd.cmd_id)
-            if progress is not None:
-                # A re-send is stamped by the estimate now, but never later than a copy sent
-                # before: the agent remembers an executed cmd_id only until the expiry of the
-                # copy it acted on, and a later-expiring re-send (a console caught up on its
-                # backlog reads the node further ahead) ran again after that (a review).
-                shift = sent.expires_at - cmd.expires_at
-                least = progress.sent_shift_ms
-                if least is not None and shift > least:
-                    shift = least
-                    sent = cmd.model_copy(update={"issued_at": cmd.issued_at + shift,
-                                                  "expires_at": cmd.expires_at + shift})
-                progress.sent_shift_ms = shift
-            cmd = sent
-        # Every command this console sends is signed when a key is configured — retries,
-        # event re-send requests and rebirth requests too: agents refuse unsigned ones. The
-        # shifted stamps are signed.
-        if self.publisher is not None:
-            if self.command_key is not None:
-                cmd = signing.sign(cmd, self.command_key)
-            await self.publisher(kind, subject, codec.encode(cmd))
-            return
-        assert self.feed is not None
-        await self.feed.send_command(kind, subject, cmd)
 
     # --- the store -----------------------------------------------------------------------------
 
@@ -1925,34 +1634,3 @@ class ConsoleSession:
         log.error("%s stopped: %s", what, detail)
         self._problem(what, f"{what} stopped: {detail}", self.clock())
         self.note(f"{what} stopped: {detail}", severity="error", kind="console")
-
-
-def _nodes_of(req: Request) -> tuple[str, ...]:
-    if req.op is CommandOp.RESTART_JOB:
-        return ()
-    return tuple(t.target for t in req.targets)
-
-
-def finish_details(req: Request) -> str:
-    """Why targets of a finished request did not end DONE (audit detail, the TUI's notice),
-    and, when they did not all end alike, which ended how: the request's one outcome is its
-    worst, and the audit trail lost that a drain of two nodes drained one of them. All done,
-    what done means, as the CLI prints it ("requeued (requeues 1), running again at step 50",
-    "DRAINED"): the audit record's detail was empty where the CLI said that (a newcomer's
-    run)."""
-    why = sorted({f"{t.target}: {t.detail}" for t in req.targets if t.phase is not Phase.DONE})
-    by_phase: dict[Phase, list[str]] = {}
-    for t in req.targets:
-        by_phase.setdefault(t.phase, []).append(t.target)
-    split = ([f"{phase.value} {compress(targets)}" for phase, targets in by_phase.items()]
-             if len(by_phase) > 1 else [])
-    if not split and not why:
-        by_detail: dict[str, list[str]] = {}
-        for t in req.targets:
-            if t.detail:
-                by_detail.setdefault(t.detail, []).append(t.target)
-        if len(by_detail) == 1:
-            (only,) = by_detail
-            return clip_words(only, 500)
-        why = [f"{compress(targets)}: {detail}" for detail, targets in by_detail.items()]
-    return clip_words("; ".join(split + why), 500)

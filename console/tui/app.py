@@ -57,17 +57,12 @@ from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import drain_reason_hint, restart_reason_hint
 from fleetdeck.console.live import LiveFeed, clusters_seen
+from fleetdeck.console.outbox import Publisher, finish_details
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
 from fleetdeck.console.replay import human_bytes
 from fleetdeck.console.rows import FleetRevision, Summaries, fleet_revision
-from fleetdeck.console.session import (
-    APPLY_BUDGET_S,
-    ConsoleSession,
-    Publisher,
-    TickReport,
-    finish_details,
-)
+from fleetdeck.console.session import APPLY_BUDGET_S, ConsoleSession, TickReport
 from fleetdeck.console.state import FleetState
 from fleetdeck.console.store import StoreError
 from fleetdeck.console.tui import render_cycles

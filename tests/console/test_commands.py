@@ -136,7 +136,7 @@ def test_bulk_phase_is_worst(world):
     assert req.phase is Phase.REJECTED
     assert req.target_text == "gpu[0006-0007]"
     # The audit record's detail keeps the node that did drain (its one outcome is the worst).
-    from fleetdeck.console.session import finish_details
+    from fleetdeck.console.outbox import finish_details
 
     assert finish_details(req) == "done gpu0006; rejected gpu0007; gpu0007: busy"
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from fleetdeck.console import ingest as ingest_mod
+from fleetdeck.console.ingest import request_of
 from fleetdeck.console.replay import Player, replay_headless
-from fleetdeck.console.session import ConsoleSession, request_of
+from fleetdeck.console.session import ConsoleSession
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "drain.jsonl.gz"
 REQUESTED = "alice requested drain gpu0002 (finish); reason: fan noise on gpu5, ticket OPS-42"
@@ -209,7 +210,7 @@ def test_answers_of_a_command_the_recording_lacks_are_told_once_with_why(tmp_pat
     """A console's R records the commands it sends, not a CLI's in a second terminal: the
     README's demo run restarted job 4102 from the CLI during an R recording, and the replay's
     timeline had nothing of it while the scheduler's acks were in the file (a newcomer run)."""
-    from fleetdeck.console.session import UNRECORDED_COMMAND
+    from fleetdeck.console.outbox import UNRECORDED_COMMAND
 
     lines = _lines(FIXTURE)
     cmd = next(d for d in lines if d.get("topic", "").endswith("/cmd"))
