@@ -15,11 +15,21 @@ live (not retained) message there means the broker delivers the fleet to others 
 this console, whose connection is then dropped and made again (a new session subscribes
 again; docs/architecture.md, "Transport"). Nothing there either is the fleet's silence, as far
 as the broker can show it. Until the look ends, the console says it does not know which.
+
+Only a session that runs long looks: the console, and ``collect`` (a deaf collector would write
+every node of its fleet stale into the store and its digests, with no header to say why; it
+looks once as its fleet goes quiet, and again each ``LOOK_AGAIN_S`` only while its nodes stay
+online and silent: their wills end the quiet). A one-shot command's session (``status``,
+``drain``, ``resume``, ``restart-job``: ``may_look`` off) made its subscription for this
+watch, as fresh as a look's: what it does not hear, a look would not either, so its quiet is
+the fleet's silence at once, with no second connection. ``judge`` says the verdict as the TUI's
+header and ``status --json``'s ``quiet_link`` give it (docs/protocol.md).
 """
 
 import asyncio
 import contextlib
 import os
+from dataclasses import dataclass
 
 from fleetdeck.console.eventlog import Note
 from fleetdeck.console.live import LiveFeed, listen_until
@@ -38,6 +48,27 @@ LOOK_AGAIN_S = 60.0
 LOOKING = "looking"
 SILENT = "silent"
 DEAF = "deaf"
+HUNG = "broker_hung"
+"""Not this check's: the broker does not answer pings either (the sight watch's mute)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuietLink:
+    """A connected session that hears nothing, and why as far as it knows (``DeafCheck.judge``)."""
+
+    since: float
+    """When it last heard anything (unix seconds)."""
+    quiet_s: float
+    verdict: str
+    """``LOOKING``, ``SILENT``, ``DEAF`` or ``HUNG``."""
+    text: str
+    """The header's words: "the broker answers, and a fresh subscription hears nothing either:
+    the fleet is silent", "broker hung?"."""
+
+    def as_json(self) -> dict[str, object]:
+        """``quiet_link`` of ``status --json`` (docs/protocol.md)."""
+        return {"since": round(self.since, 3), "quiet_s": round(self.quiet_s, 1),
+                "verdict": self.verdict, "text": self.text}
 
 
 def fleet_quiet_s(state: FleetState, now: float) -> float | None:
@@ -69,14 +100,18 @@ async def live_heard(link: MqttLink, got: asyncio.Event, listen_s: float) -> boo
 
 class DeafCheck:
     """The look's state: driven by the session's tick (``watch``), read by the front ends
-    (``verdict``, ``why``)."""
+    (``judge``)."""
 
-    def __init__(self, note: Note) -> None:
+    def __init__(self, note: Note, *, may_look: bool = True) -> None:
         self._note = note
+        self.may_look = may_look
+        """Look through a fresh subscription of its own (a console, a collector); off for a
+        one-shot command's session, whose own subscription is that fresh one."""
         self.verdict: str | None = None
         """None (things arrive, or no look yet), ``LOOKING``, ``SILENT`` or ``DEAF``."""
         self.looked_at = float("-inf")
         self.looks = 0
+        """Looks started (each a connection of its own)."""
         self.deaf_found = 0
         """Times the broker was found delivering to a fresh subscription and not to this
         console (each one dropped the connection to make it again)."""
@@ -84,6 +119,27 @@ class DeafCheck:
         self._heard_at: float | None = None
         self._received_at = 0
         self._dropped_at = float("-inf")
+
+    def judge(self, feed: LiveFeed, state: FleetState, now: float) -> QuietLink | None:
+        """The link's quiet as the TUI's header and ``status --json`` say it: None while things
+        arrive, the link is down or no node is online (nothing is expected then)."""
+        quiet = fleet_quiet_s(state, now) if feed.conn.state == "connected" else None
+        if quiet is None:
+            return None
+        since = now - quiet
+        answered = feed.broker_heard_s()
+        if answered is None:
+            # No client behind the link's "connected": a run that ended (a watch stopped
+            # from outside) left its state as it was. Nothing to judge on.
+            return None
+        if answered >= quiet - 1:
+            # A broker that does not answer its pings either is hung (the sight watch's).
+            return QuietLink(since, quiet, HUNG, "broker hung?")
+        if not self.may_look:
+            return QuietLink(since, quiet, SILENT,
+                             "the broker answers, and this watch's own subscription, made for "
+                             "it, hears nothing: the fleet is silent")
+        return QuietLink(since, quiet, self.verdict or LOOKING, self.why())
 
     def why(self) -> str:
         """What the header says of a quiet link whose broker answers its pings."""
@@ -96,6 +152,10 @@ class DeafCheck:
         return "the broker answers pings; looking whether the fleet publishes"
 
     def watch(self, feed: LiveFeed, state: FleetState, now: float) -> None:
+        """Each tick of a live session: judge a look that ended, and start one when the quiet
+        calls for it; nothing where it may not look (``may_look``: ``judge`` says silent)."""
+        if not self.may_look:
+            return
         task = self._task
         if task is not None and task.done():
             self._task = None

@@ -1650,7 +1650,7 @@ def replay_headless(path: Path, until: float | None = None, tick_s: float = TICK
                             # Counted live by the console's own rebirth asks, which a
                             # replay does not make: not known here.
                             "nodes_learned_since": None},
-                        retained_burst_judged=burst.judged,
+                        retained_burst_judged=burst.judged, quiet_link=None,
                         console_problems=session.problems_json(),
                         source=str(path), replayed_s=replayed,
                         interruptions=session.interruptions.total,

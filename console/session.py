@@ -45,6 +45,7 @@ from fleetdeck.console.commands import (
     Transition,
     fmt_duration,
 )
+from fleetdeck.console.deaf_check import QuietLink
 from fleetdeck.console.eventlog import RETIRE_KIND, EventLine, EventLog, event_line
 from fleetdeck.console.follow_ups import REBIRTH_EVERY_S, FollowUps
 from fleetdeck.console.health import VERDICT_SEVERITY, Finding, Verdict, verdict_text
@@ -291,6 +292,7 @@ class ConsoleSession:
         will: Will | None = None,
         recent_history: bool = True,
         steady: Callable[[], float] | None = None,
+        one_shot: bool = False,
     ) -> None:
         self.cluster = cluster
         self.recent_history = recent_history
@@ -354,9 +356,14 @@ class ConsoleSession:
         """How often its front end ticks it (``watch``'s ``tick_s``, the TUI's): a gap of
         several ticks means the process did not run (``SightWatch.watch``)."""
         self.sight = SightWatch(self.note, steady if steady is not None else (
-            host_steady if clock is time.time else None))
+            host_steady if clock is time.time else None), may_look=not one_shot)
         """Whether the console sees its fleet: broker lost or hung, process stopped, clock
-        stepped."""
+        stepped. ``one_shot``: a one-shot command's session (``status``, ``drain``, ``resume``,
+        ``restart-job``), whose subscription is made for its watch: its quiet is judged the
+        fleet's silence with no look through a second one (console/deaf_check.py)."""
+        self.quiet_link: QuietLink | None = None
+        """A timed ``watch`` that ended hearing nothing, its broker connected, and why as far as
+        it knew (``DeafCheck.judge``): ``status --json``'s ``quiet_link``."""
         self.recorder: RecordingWriter | None = None
         self.counters = SessionCounters()
         self.problems: dict[str, SessionProblem] = {}
@@ -779,6 +786,10 @@ class ConsoleSession:
             report = self.tick()
             while report.backlog:  # the last tick takes everything that arrived
                 report = self.tick()
+            if self.feed is not None:
+                # As of everything applied, while still connected: a tick after the watch
+                # (``status``'s once it knows the broker's age) has the link ended.
+                self.quiet_link = self.sight.deaf.judge(self.feed, self.state, self.clock())
             await self.flush()
             return report
         finally:

@@ -51,7 +51,8 @@ class SightWatch:
     """When the session last ticked, by the wall clock and the steady one, and what it last
     knew of its broker."""
 
-    def __init__(self, note: Note, steady: Callable[[], float] | None) -> None:
+    def __init__(self, note: Note, steady: Callable[[], float] | None, *,
+                 may_look: bool = True) -> None:
         self._note = note
         self._pinged_at = float("-inf")
         """When the quiet broker was last pinged (``watch``, ``QUIET_PING_S``)."""
@@ -63,9 +64,10 @@ class SightWatch:
         self._ticked_steady: float | None = None
         self._was_up = False
         """The feed has been connected once (a broker lost after that blinds the console)."""
-        self.deaf = DeafCheck(note)
+        self.deaf = DeafCheck(note, may_look=may_look)
         """Whether a quiet link whose broker answers is the fleet's silence or this console's
-        deafness (console/deaf_check.py)."""
+        deafness (console/deaf_check.py; ``may_look`` off: a one-shot command's session, whose
+        own subscription is as fresh as a look's)."""
 
     def clock_stepped(self, state: FleetState, ingest: Ingest, now: float, step: float) -> None:
         """This host's wall clock jumped by ``step`` s between two ticks: what was measured

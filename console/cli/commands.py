@@ -223,7 +223,7 @@ class CommandRun:
         self.audit = audit
         self.session = ConsoleSession(cluster, url=url, clock=clock, operator=operator,
                                       audit=audit, command_key=command_key,
-                                      ack_timeout_s=timeout_s,
+                                      ack_timeout_s=timeout_s, one_shot=True,
                                       client_id=f"fd-cli-{os.getpid()}-{id(self):x}")
 
     @property

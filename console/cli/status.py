@@ -110,7 +110,7 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
     # from the first cluster's): the time spent waiting for its turn is not its own.
     started = time.monotonic()
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
-                             digests=digests,
+                             digests=digests, one_shot=True,
                              client_id=f"fd-status-{os.getpid()}-{int(time.time())}-{cluster}"[:64])
     feed = session.feed
     assert feed is not None
@@ -535,6 +535,19 @@ def said_burst_cut(session: ConsoleSession, out: dict[str, Any]) -> bool:
     return True
 
 
+def said_quiet(session: ConsoleSession, seen: bool, cluster: str | None = None) -> None:
+    """One sentence on stderr when the watch ended hearing nothing for a while, its broker
+    connected (``quiet_link`` in the summary): its nodes read stale or waiting for the fleet's
+    silence, said once, not only node by node. Not where the connection was lost (``seen``
+    false: that is said, and is the cause)."""
+    quiet = session.quiet_link
+    if quiet is None or not seen:
+        return
+    where = f"{cluster}: " if cluster is not None else ""
+    print(f"fleetdeck status: {where}nothing heard for {quiet.quiet_s:.0f} s at the end of the "
+          f"watch ({quiet.text}).", file=sys.stderr)
+
+
 def unheard(summaries: list[dict[str, Any]], wait_s: float,
             talking: Sequence[str] = ()) -> list[str]:
     """The nodes still ``waiting`` after the watch, said on stderr (for a script too): a
@@ -678,6 +691,7 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
         print(f"fleetdeck status: {session.state.blind_why} during the watch "
               f"(at {utc_hms(session.state.outage_start())} UTC): the verdicts "
               "are as of then.", file=sys.stderr)
+    said_quiet(session, blind is None)
     # Said in every case: a cut burst left the nodes it did list waiting or unborn unnamed on
     # stderr (a review).
     waiting = unheard([out], watched, talking)
@@ -789,9 +803,11 @@ async def with_uptime(url: BrokerURL, watch: Coroutine[Any, Any, T], *,
 def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str, Any]:
     # Equal incidents by key, not by ``since``: a watch's ``since`` is when its first sample
     # of each node arrived, and two runs on one fleet listed them in two orders.
+    quiet = session.quiet_link
     return fleet_summary(session.state, time.time(), broker=str(url), collected_s=wait_s,
                          interruptions=session.interruptions.total, log=session.log.lines(),
-                         dated=False, console_problems=session.problems_json())
+                         dated=False, console_problems=session.problems_json(),
+                         quiet_link=quiet.as_json() if quiet is not None else None)
 
 
 def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, as_json: bool,
@@ -839,6 +855,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
         longest = max(longest, watched)
         out = _summary(got, url, watched)
         cut = said_burst_cut(got, out) or cut
+        said_quiet(got, got.state.blind is None, name)
         row = cluster_row(got.state, connection=got.feed.conn.state
                           if got.feed is not None else "", dated=False)
         talking += got.state.talking_unread()

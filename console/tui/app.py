@@ -53,6 +53,7 @@ from fleetdeck.console.commands import (
     suggested_drain_mode,
     unknown_job_hint,
 )
+from fleetdeck.console.deaf_check import QUIET_LOOK_S, fleet_quiet_s
 from fleetdeck.console.eventlog import EventLog
 from fleetdeck.console.ingest import Ingest
 from fleetdeck.console.judgements import drain_reason_hint, restart_reason_hint
@@ -885,7 +886,7 @@ class FleetdeckApp(App[int]):
             conn = f"[{colour}]{c.state}[/]"
             if c.state != "connected" and c.detail:
                 conn += f" ({esc(self._short_detail(c.detail))})"
-            quiet = self.quiet_s(now)
+            quiet = session.sight.deaf.judge(session.feed, self.state, now)
             if quiet is not None:
                 # A hung broker keeps the TCP link up until the keepalive runs out (~15 s):
                 # the header read "connected" in green while nothing arrived and every node
@@ -894,11 +895,10 @@ class FleetdeckApp(App[int]):
                 # "broker hung?" for 333 s beside a broker carrying other clusters: an audit).
                 # The ping's answer proves the broker alive, not that it delivers to this
                 # console: a deaf console said "the fleet is silent" for 490 s while the fleet
-                # published (a drill); a fresh subscription tells (console/deaf_check.py).
-                answered = session.feed.broker_heard_s()
-                why = (session.sight.deaf.why()
-                       if answered is not None and answered < quiet - 1 else "broker hung?")
-                conn = f"[$warning]connected, nothing heard for {quiet:.0f} s ({why})[/]"
+                # published (a drill); a fresh subscription tells (console/deaf_check.py,
+                # ``judge``: its words are status --json's ``quiet_link`` too).
+                conn = (f"[$warning]connected, nothing heard for {quiet.quiet_s:.0f} s "
+                        f"({quiet.text})[/]")
         return conn
 
     def _broker_shown(self) -> str:
@@ -924,18 +924,10 @@ class FleetdeckApp(App[int]):
         call a fleet healthy through it (an SRE drill: "every node reports healthy" beside
         "nothing heard for 15 s"). On digests, the digests' period stands for the interval."""
         feed = self.session.feed
-        last = self.state.last_update
-        if feed is None or last is None or feed.conn.state != "connected":
+        if feed is None or feed.conn.state != "connected":
             return None
-        quiet = now - last
-        if quiet <= QUIET_LINK_S:
-            return None
-        # A node known from digests is heard once its collector's digest period, whatever
-        # its agent's interval: a console on 10 s digests read "nothing heard" between waves.
-        intervals = [st.interval_s if st.digest is None else max(st.interval_s,
-                                                                 st.digest.every_s)
-                     for st in self.state.nodes.values() if st.online]
-        return quiet if intervals and quiet > 2 * min(intervals) else None
+        # The header's own judgement (console/deaf_check.py ``DeafCheck.judge``): one rule.
+        return fleet_quiet_s(self.state, now)
 
     def link_why(self, most: int = 160) -> str:
         """Why the broker connection is not up, as the header says it but longer (the problem
@@ -1544,7 +1536,7 @@ BEHIND_WARN_S = 2.0
 CLUSTERS_PROBE_AFTER_S = 5.0
 """Connected and nothing of this cluster heard for this long: which clusters does the broker
 hold (``FleetdeckApp._probe_clusters``)?"""
-QUIET_LINK_S = 5.0
+QUIET_LINK_S = QUIET_LOOK_S
 """Connected with agents online and nothing received for this long: the header says so."""
 
 def run_replay_console(path: Path, *, speed: float = 1.0, tick_s: float = 0.5) -> int:

@@ -176,6 +176,9 @@ async def test_status_exits_3_when_the_broker_goes_away_during_its_watch(telling
                                         "--cluster", "blind", "--json", "--wait", "3")
         assert first.returncode == 0, first.stderr
         assert json.loads(first.stdout)["connection_lost"] is None
+        # A fleet that talks is no quiet link (``quiet_link``: tests/console/
+        # test_status_quiet_link.py has one that went silent).
+        assert json.loads(first.stdout)["quiet_link"] is None
         status = asyncio.create_task(asyncio.to_thread(
             run_cli, "status", "--broker", str(mosquitto.url), "--cluster", "blind", "--json",
             "--wait", "8"))

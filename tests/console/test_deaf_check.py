@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from fleetdeck.console import deaf_check
-from fleetdeck.console.deaf_check import DEAF, SILENT, DeafCheck
+from fleetdeck.console.deaf_check import DEAF, HUNG, LOOKING, SILENT, DeafCheck
 
 
 @dataclass
@@ -133,3 +133,44 @@ async def test_a_look_in_flight_ends_with_the_session(monkeypatch: pytest.Monkey
     await asyncio.wait_for(started.wait(), 5)
     await check.close()
     assert ended == ["cancelled"]
+
+
+async def test_judge_gives_the_headers_words_and_status_jsons_verdict(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``judge`` is what the TUI's header and ``status --json``'s ``quiet_link`` say."""
+    listened = looks(monkeypatch, heard=False)
+    feed, state = Feed(), State(last_update=100.0, nodes={"n1": Node()})
+    check = DeafCheck(lambda *a, **k: None)
+    assert check.judge(feed, state, 104.0) is None  # type: ignore[arg-type]  # heard lately
+    await step(check, feed, state, 110.0)  # quiet 10 s, the broker answering: a look starts
+    looking = check.judge(feed, state, 110.0)  # type: ignore[arg-type]
+    assert looking is not None and looking.verdict == LOOKING
+    assert looking.as_json() == {"since": 100.0, "quiet_s": 10.0, "verdict": "looking",
+                                 "text": "the broker answers pings; looking whether the fleet "
+                                         "publishes"}
+    await step(check, feed, state, 111.0)  # the look heard nothing either
+    silent = check.judge(feed, state, 111.0)  # type: ignore[arg-type]
+    assert silent is not None and silent.verdict == SILENT and len(listened) == 1
+    assert "a fresh subscription hears nothing either" in silent.text
+
+    class Mute(Feed):
+        def broker_heard_s(self) -> float:
+            return 11.0  # not even a ping's answer since the fleet's last word
+
+    hung = check.judge(Mute(), state, 111.0)  # type: ignore[arg-type]
+    assert hung is not None and (hung.verdict, hung.text) == (HUNG, "broker hung?")
+
+
+async def test_a_one_shot_session_takes_its_own_quiet_for_the_fleets_silence(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-shot command's session (``status``) subscribed for its watch: its quiet is the
+    fleet's silence, with no look through a second connection."""
+    listened = looks(monkeypatch, heard=True)
+    feed, state = Feed(), State(last_update=100.0, nodes={"n1": Node()})
+    check = DeafCheck(lambda *a, **k: None, may_look=False)
+    for t in range(104, 130):
+        await step(check, feed, state, float(t))
+    assert listened == [] and check.looks == 0 and feed.link.drops == []
+    quiet = check.judge(feed, state, 130.0)  # type: ignore[arg-type]
+    assert quiet is not None and quiet.verdict == SILENT and quiet.quiet_s == 30.0
+    assert "this watch's own subscription" in quiet.text

@@ -57,6 +57,7 @@ def test_healthy():
     assert out["broker_uptime_s"] is None and out["retained_burst_cut"] is None
     assert out["retained_burst_judged"] is True
     assert out["console_problems"] == []
+    assert out["quiet_link"] is None  # no broker connection to go quiet
 
 
 def test_ib_flap():
