@@ -1246,7 +1246,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.status import run_status
 
     return run_status(_url(args), args.cluster, args.wait, args.json, digests=args.digests,
-                      fail_on=args.fail_on, every_node=args.every_node)
+                      fail_on=args.fail_on, every_node=args.every_node,
+                      command_key=_command_key(args))
 
 
 def cmd_console(args: argparse.Namespace) -> int:

@@ -81,7 +81,8 @@ def keyframe_due(state: FleetState, since_connect: float) -> list[str]:
 async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
                   digests: bool = False, after: asyncio.Event | None = None,
                   connected: asyncio.Event | None = None,
-                  unanswered: list[str] | None = None) -> tuple[ConsoleSession, float]:
+                  unanswered: list[str] | None = None,
+                  command_key: bytes | None = None) -> tuple[ConsoleSession, float]:
     """Watch the cluster through a console session (ticking like the console, so rules that
     need two samples fire here too) and return it with the seconds watched: ``wait_s``, or
     with None ``DEFAULT_WAIT_S`` and longer, up to ``LONGEST_WAIT_S``, while a node's first
@@ -99,7 +100,11 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
     its whole CONNECT_TIMEOUT_S says why there, and a watch whose turn comes after that gives
     up without connecting: behind a broker that never answers, three clusters in turn took
     5 s each (17 s), and a shared 5 s left the third of a slow TLS broker's (2 s a connect)
-    1 s of its own."""
+    1 s of its own.
+
+    ``command_key``: signs the watch's keyframe asks, which are commands: an agent that obeys
+    only signed commands rejected each unsigned one (docs/security.md, "Signed commands"), and
+    its nodes read waiting until their periodic keyframe."""
     if after is not None:
         # The one before always ends its turn: with its SUBACK, its error, or its own
         # CONNECT_TIMEOUT_S. Waiting less would connect over its SUBSCRIBE (the race above).
@@ -110,7 +115,7 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
     # from the first cluster's): the time spent waiting for its turn is not its own.
     started = time.monotonic()
     session = ConsoleSession(cluster, url=url, follow_up=False, operator="status",
-                             digests=digests, one_shot=True,
+                             digests=digests, one_shot=True, command_key=command_key,
                              client_id=f"fd-status-{os.getpid()}-{int(time.time())}-{cluster}"[:64])
     feed = session.feed
     assert feed is not None
@@ -638,7 +643,7 @@ def unhealthy(summaries: list[dict[str, Any]], fail_on: str | None,
 
 def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, as_json: bool,
                *, digests: bool = False, fail_on: str | None = None,
-               every_node: bool = False) -> int:
+               every_node: bool = False, command_key: bytes | None = None) -> int:
     """One cluster: its summary (the keys of docs/protocol.md). Several (``--cluster a,b``):
     every cluster watched at the same time, each by its own session, then one summary per
     cluster plus their sum (``run_status_many``)."""
@@ -646,11 +651,13 @@ def run_status(url: BrokerURL, cluster: str | list[str], wait_s: float | None, a
     clusters = [cluster] if isinstance(cluster, str) else cluster
     if len(clusters) > 1:
         return run_status_many(url, clusters, wait_s, as_json, digests=digests,
-                               fail_on=fail_on, every_node=every_node)
+                               fail_on=fail_on, every_node=every_node,
+                               command_key=command_key)
     async def run() -> tuple[tuple[ConsoleSession, float], float | None]:
         connected = asyncio.Event()
         return await with_uptime(url, collect(url, clusters[0], wait_s, digests=digests,
-                                              connected=connected), connected=connected)
+                                              connected=connected, command_key=command_key),
+                                 connected=connected)
 
     (session, watched), uptime = asyncio.run(run())
     out = _summary(session, url, watched)
@@ -812,7 +819,7 @@ def _summary(session: ConsoleSession, url: BrokerURL, wait_s: float) -> dict[str
 
 def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, as_json: bool,
                     *, digests: bool = False, fail_on: str | None = None,
-                    every_node: bool = False) -> int:
+                    every_node: bool = False, command_key: bytes | None = None) -> int:
     """``{"clusters": [summary, …], "combined": row}``; a cluster that could not be watched
     keeps its place with an ``error`` sentence, and the exit status is 2 (as for one cluster)."""
 
@@ -826,7 +833,7 @@ def run_status_many(url: BrokerURL, clusters: list[str], wait_s: float | None, a
             try:
                 return await collect(url, name, wait_s, digests=digests,
                                      after=turns[i - 1] if i else None, connected=turns[i],
-                                     unanswered=unanswered)
+                                     unanswered=unanswered, command_key=command_key)
             except UserError as err:
                 return err
             finally:
