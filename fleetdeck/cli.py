@@ -1297,9 +1297,11 @@ def cmd_console(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from fleetdeck.console.cli.serve import run_serve
 
+    _command_key(args)  # an unreadable or short key is one sentence here, not in every tab
     return run_serve(args.broker, args.ca, args.cert, args.key, args.cluster, args.bind,
                      args.port, allow_commands=args.allow_commands, operator=args.operator,
-                     tick_s=args.tick, public_url=args.public_url)
+                     tick_s=args.tick, public_url=args.public_url,
+                     command_key=args.command_key)
 
 
 def cmd_drain(args: argparse.Namespace) -> int:

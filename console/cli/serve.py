@@ -59,7 +59,11 @@ def _stop_before_serving(_signum: int, _frame: object) -> None:
 
 def run_serve(broker: str | None, ca: str | None, cert: str | None, key: str | None,
               cluster: str, host: str, port: int, *, allow_commands: bool,
-              operator: str | None, tick_s: float, public_url: str | None) -> int:
+              operator: str | None, tick_s: float, public_url: str | None,
+              command_key: str | None = None) -> int:
+    """``command_key``: the key file the tabs' consoles sign their commands with, passed as
+    $FLEETDECK_COMMAND_KEY_FILE (checked readable by the caller): a tab started without it sent
+    unsigned drains, which agents that obey only signed commands reject (docs/security.md)."""
     from aiohttp import web
     from textual_serve.server import Server
 
@@ -92,7 +96,8 @@ def run_serve(broker: str | None, ca: str | None, cert: str | None, key: str | N
     sock = bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     for name, value in (("FLEETDECK_BROKER", broker), ("FLEETDECK_CA", ca),
-                        ("FLEETDECK_CERT", cert), ("FLEETDECK_KEY", key)):
+                        ("FLEETDECK_CERT", cert), ("FLEETDECK_KEY", key),
+                        ("FLEETDECK_COMMAND_KEY_FILE", command_key)):
         if value:
             os.environ[name] = value
     mode = "commands allowed as " + str(operator) if allow_commands else "read-only"

@@ -213,3 +213,59 @@ def test_serve_on_ipv6_loopback_prints_a_url_a_browser_can_open(mosquitto, tmp_p
             assert f"ws://[::1]:{port}/ws" in page.read().decode()
     finally:
         assert stop_process(serve) == 0, log.read_text()
+
+
+async def drain_from_a_tab(web_port: int, node: str, reason: str) -> bytes:
+    """What a browser tab does, over textual-serve's own websocket protocol: open the console,
+    type ``:drain NODE``, the reason and Enter. Returns the screen bytes the tab received."""
+    got: list[bytes] = []
+
+    async def until(ws: aiohttp.ClientWebSocketResponse, pattern: str) -> None:
+        deadline = time.monotonic() + 60
+        while not re.search(pattern, screen_text(b"".join(got))):
+            assert time.monotonic() < deadline, f"the tab never showed {pattern!r}: {got[-5:]}"
+            msg = await ws.receive(timeout=30)
+            if msg.type == aiohttp.WSMsgType.BINARY:
+                got.append(msg.data)
+            elif msg.type == aiohttp.WSMsgType.TEXT:
+                got.append(msg.data.encode())
+            else:
+                raise AssertionError(f"the tab's websocket closed: {msg}")
+
+    url = f"http://127.0.0.1:{web_port}/ws?width=160&height=48"
+    async with aiohttp.ClientSession() as http, http.ws_connect(url, max_msg_size=0) as ws:
+        await until(ws, r"Health ok")
+        await ws.send_json(["stdin", f":drain {node}\r"])
+        await until(ws, r"Reason \(required")
+        await ws.send_json(["stdin", f"{reason}\r"])
+        await until(ws, rf"drain {node}[^\n]*: (done|rejected|timed out)")
+    return b"".join(got)
+
+
+@pytest.mark.timeout(180)
+def test_a_tab_signs_its_commands_with_serves_command_key(mosquitto, tmp_path, monkeypatch):
+    """``serve --command-key`` took the key and never passed it on: every tab's console sent
+    unsigned drains, which agents that obey only signed commands reject (docs/security.md,
+    "Signed commands"). The tabs get it as $FLEETDECK_COMMAND_KEY_FILE, as the broker's
+    credentials."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the tab's audit log
+    monkeypatch.delenv("FLEETDECK_COMMAND_KEY_FILE", raising=False)
+    key = tmp_path / "command.key"
+    key.write_bytes(b"w" * 32)
+    key.chmod(0o600)
+    url = str(mosquitto.url)
+    web_port = free_port()
+    sim = spawn("sim", "--broker", url, "--cluster", CLUSTER, "--nodes", "3", "--jobs", "0",
+                "--command-key", str(key), log=tmp_path / "sim.log")
+    serve = spawn("serve", "--broker", url, "--cluster", CLUSTER, "--port", str(web_port),
+                  "--allow-commands", "--operator", "alice", "--command-key", str(key),
+                  log=tmp_path / "serve.log")
+    try:
+        wait_port(web_port)
+        screen = screen_text(asyncio.run(drain_from_a_tab(web_port, "gpu0002", "served")))
+        assert "Traceback" not in screen
+        assert "drain gpu0002" in screen and "done (DRAINED)" in screen, screen[-3000:]
+        assert "rejected command" not in (tmp_path / "sim.log").read_text()
+    finally:
+        assert stop_process(serve) == 0, (tmp_path / "serve.log").read_text()
+        stop_process(sim)
