@@ -66,8 +66,10 @@ def read_toml(ref: str, what: str = "scenario", pattern: str = "*.toml"
     except OSError as err:  # "[Errno 13] Permission denied: '<the path again>'" was said
         raise SpecError(f"cannot read {what} '{path}': "
                         f"{(err.strerror or str(err)).lower()}") from None
-    except UnicodeDecodeError as err:
-        raise SpecError(f"cannot read {what} '{path}': {err}") from None
+    except UnicodeDecodeError:
+        # Python's codec sentence ("'utf-8' codec can't decode byte 0xff in position 0")
+        # was said; a file saved as UTF-16, or a binary one, ends here (agents/config.py too).
+        raise SpecError(f"{what} '{path}' is not a UTF-8 text file, as TOML must be") from None
     except tomllib.TOMLDecodeError as err:
         raise SpecError(f"{what} '{path}' is not valid TOML: {err}") from None
 

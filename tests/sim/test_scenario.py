@@ -135,3 +135,17 @@ def test_a_rate_table_given_as_a_scenario_says_where_it_goes():
     with pytest.raises(SpecError) as rates:
         load_scenario("rates-week")
     assert "run it with --fault-rates rates-week" in str(rates.value)
+
+
+@pytest.mark.parametrize("option,what", [("--scenario", "scenario"),
+                                         ("--fault-rates", "rate table")])
+def test_a_file_that_is_not_utf8_is_one_plain_sentence(tmp_path, capsys, option, what):
+    """A scenario or rate table saved as UTF-16 (or a binary file) said Python's codec
+    sentence, "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"."""
+    from fleetdeck.cli import main
+
+    bad = tmp_path / "utf16.toml"
+    bad.write_bytes("[fleet]\nnodes = 4\n".encode("utf-16"))
+    assert main(["sim", option, str(bad), "--broker", "mqtt://127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"fleetdeck sim: {what} '{bad}' is not a UTF-8 text file, as TOML must be.\n"
