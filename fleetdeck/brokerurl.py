@@ -185,7 +185,48 @@ def with_tls(url: BrokerURL, ca: str | None, cert: str | None, key: str | None,
     if bool(cert) != bool(key):
         raise UserError(f"{named['--cert']} and {named['--key']} go together (client "
                         "certificate and its key).")
+    if problem := _tls_files_problem(ca, cert, key, named):
+        raise UserError(f"{problem}.")
     return dataclasses.replace(url, ca_file=ca, cert_file=cert, key_file=key)
+
+
+class _Encrypted(Exception):
+    """A key that asks for its pass phrase: OpenSSL's own prompt takes it at the connect."""
+
+
+def _ask_no_passphrase() -> str:
+    raise _Encrypted
+
+
+def _tls_files_problem(ca: str | None, cert: str | None, key: str | None,
+                       named: dict[str, str]) -> str:
+    """What is wrong with the TLS files' contents, in words, or "". OpenSSL's own sentence
+    ("cannot load TLS files for mqtts://…: [X509: NO_CERTIFICATE_OR_CRL_FOUND] no certificate
+    or crl found (_ssl.c:4154)", a newcomer's --ca given the wrong file) named no file."""
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+    except ssl.SSLError:
+        return (f"{named['--ca']} {ca} holds no PEM certificate: give the certificate of the CA "
+                "that signed the broker's (ca.crt from deploy/mosquitto/mkcerts.sh)")
+    if not (cert and key):
+        return ""
+    try:
+        ctx.load_cert_chain(cert, key, password=_ask_no_passphrase)
+    except _Encrypted:
+        return ""
+    except ssl.SSLError as err:
+        if err.reason == "KEY_VALUES_MISMATCH":
+            return (f"{named['--key']} {key} is not the key of {named['--cert']} {cert} (give "
+                    "the key made with that certificate)")
+        try:
+            with open(cert, "rb") as f:
+                is_cert = b"-----BEGIN CERTIFICATE-----" in f.read()
+        except OSError:
+            is_cert = False
+        if not is_cert:
+            return f"{named['--cert']} {cert} holds no PEM certificate"
+        return f"{named['--key']} {key} holds no PEM private key"
+    return ""
 
 
 def tls_context(url: BrokerURL) -> ssl.SSLContext:

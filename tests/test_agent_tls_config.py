@@ -2,15 +2,25 @@
 and ca/cert/key in the TOML file; a bad combination is one sentence at start."""
 
 import json
+import shutil
+import subprocess
 
 import pytest
 
 from tests.conftest import run_cli
+from tests.security.deploy import DEPLOY, needs_tools
 
 
+@needs_tools
 def test_tls_files_from_flags_environment_and_file(tmp_path, monkeypatch):
-    for name in ("ca.crt", "node.crt", "node.key", "other-ca.crt"):
-        (tmp_path / name).write_text("x")
+    # Real certificates: their contents are checked at start too (a --ca that holds none is
+    # one sentence, tests/security/test_tls_file_contents.py).
+    for pki, clients in (("pki", ["node"]), ("other", [])):
+        subprocess.run(["bash", str(DEPLOY / "mkcerts.sh"), str(tmp_path / pki), "broker",
+                        *clients], check=True, capture_output=True)
+    for src, name in (("pki/ca.crt", "ca.crt"), ("pki/node.crt", "node.crt"),
+                      ("pki/node.key", "node.key"), ("other/ca.crt", "other-ca.crt")):
+        shutil.copy(tmp_path / src, tmp_path / name)
     cfg = tmp_path / "agent.toml"
     cfg.write_text(f'broker = "mqtts://gpu0001:pw@broker:8883"\nca = "{tmp_path}/other-ca.crt"\n'
                    f'cert = "{tmp_path}/node.crt"\nkey = "{tmp_path}/node.key"\n')
