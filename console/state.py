@@ -2269,6 +2269,7 @@ class FleetState:
         # digests, each of them judged every digest period (a review).
         bridge = self.bridge
         holds = bridge is not None and not bridge.up and not bridge.cluster_side
+        unkeyed = self.malformed.awaiting_keyframe
         for st in visit:
             if gap is not None:  # only right after a broker restart (``status``)
                 blind = self.unheard(st)
@@ -2304,6 +2305,11 @@ class FleetState:
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None and st.settle_until is None
+                    # Deltas heard for a keyframe it lacks: ``talks`` is read from them. A
+                    # node on --interval 10 never sampled was skipped until stale (30 s), and
+                    # a viewer's status ended its watch at 21.6 s with the node "sent no
+                    # telemetry", not waiting on for its periodic keyframe (a newcomer's run).
+                    and unkeyed.get(st.node_id) == st.awaiting
                     and (st.reported is st.verdict
                          or (st.reported is None and st.waiting))
                     and (now - heard if blind is None else unseen_s(heard, now, blind))
