@@ -540,7 +540,10 @@ def build_parser() -> Parser:
                     "demo\n  fleetdeck status --broker mqtt://127.0.0.1:1883")
     parser.add_argument("--version", action="version", version=f"fleetdeck {__version__}")
     parser.add_argument("--log-level", default="warning",
-                        choices=["debug", "info", "warning", "error"])
+                        choices=["debug", "info", "warning", "error"],
+                        help="how much is logged on stderr (the console's lines go to its "
+                        "console.log): warnings and worse by default; info and debug say more, "
+                        "debug the MQTT libraries' own lines too; give it before the command")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 
@@ -922,6 +925,32 @@ def _options_first(parser: Parser, words: Sequence[str], commands: Sequence[str]
             f"{words[at]}: {line}")
 
 
+def _options_last(words: Sequence[str], command: str, flag: str,
+                  action: argparse.Action) -> str | None:
+    """The line to type for an option of fleetdeck's own (``--log-level``) given after the
+    command: it moved before it. None where the command is not among ``words``."""
+    import shlex
+
+    if command not in words:
+        return None
+    at = words.index(command)
+    rest = list(words[at + 1:])
+    moved: list[str] = []
+    for i, word in enumerate(rest):
+        if word.partition("=")[0] != flag:
+            continue
+        takes = action.nargs != 0 and "=" not in word
+        if takes and i + 1 >= len(rest):
+            return None  # its value is missing too: argparse's own words
+        moved = rest[i:i + 2] if takes else [word]
+        del rest[i:i + len(moved)]
+        break
+    if not moved:
+        return None
+    line = shlex.join(["fleetdeck", *words[:at], *moved, command, *rest])
+    return f"{flag} goes before the command {command}: {line}"
+
+
 def _unrecognized(parser: argparse.ArgumentParser, sub: Parser | None, extra: list[str]) -> str:
     """argparse's "unrecognized arguments" and what to type instead: the option of this command
     it is likely a typo of, or the commands that have it (``drain --json`` was refused without
@@ -930,6 +959,11 @@ def _unrecognized(parser: argparse.ArgumentParser, sub: Parser | None, extra: li
     flag = next((arg.partition("=")[0] for arg in extra if arg.startswith("--")), None)
     if sub is None or flag is None:
         return said
+    top = parser._option_string_actions
+    if flag not in sub.options() and flag in top and flag not in ("-h", "--help"):
+        # 'fleetdeck status --log-level debug' read "unrecognized arguments: --log-level
+        # debug": an option of fleetdeck's own, given after the command (a newcomer's run).
+        return _options_last(Parser.argv, sub.prog.rpartition(" ")[2], flag, top[flag]) or said
     if flag in sub.options() and isinstance(parser, Parser):
         # 'fleetdeck --json status' read "--json is no option of fleetdeck status: did you
         # mean --json?": it is, given before the command.

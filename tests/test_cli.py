@@ -471,3 +471,22 @@ def test_a_commands_option_given_before_the_command_says_where_it_goes(args, sai
     --json?", and 'fleetdeck --cluster x drain …' "unknown command 'x'"."""
     res = run_cli(*args)
     assert (res.returncode, res.stdout, res.stderr.strip()) == (2, "", said)
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["status", "--log-level", "debug", "--wait", "1"],
+     "fleetdeck status: --log-level goes before the command status: fleetdeck --log-level "
+     "debug status --wait 1 (see 'fleetdeck status --help')."),
+    (["drain", "gpu1", "--reason", "a b", "--log-level=info"],
+     "fleetdeck drain: --log-level goes before the command drain: fleetdeck --log-level=info "
+     "drain gpu1 --reason 'a b' (see 'fleetdeck drain --help')."),
+])
+def test_fleetdecks_own_option_given_after_the_command_says_where_it_goes(args, said):
+    """'fleetdeck status --log-level debug' read "unrecognized arguments: --log-level debug",
+    and --log-level said nothing of itself in 'fleetdeck --help' (a newcomer's run)."""
+    from fleetdeck.cli import build_parser
+
+    res = run_cli(*args)
+    assert (res.returncode, res.stdout, res.stderr.strip()) == (2, "", said)
+    level = next(a for a in build_parser()._actions if "--log-level" in a.option_strings)
+    assert level.help and "before the command" in level.help
