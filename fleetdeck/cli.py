@@ -980,13 +980,19 @@ def _unrecognized(parser: argparse.ArgumentParser, sub: Parser | None, extra: li
     return said
 
 
+SPAN_OPTIONS = ("--since", "--duration", "--until")
+"""Options that take a span, which may be written with a minus."""
+
+
 def _glued_spans(argv: Sequence[str]) -> list[str]:
     """``--since -5m`` as ``--since=-5m``: argparse takes ``-5m`` for an option and says
-    "expected one argument", though journalctl's way of writing "5 minutes ago" is meant."""
+    "expected one argument", though journalctl's way of writing "5 minutes ago" is meant.
+    So for ``--duration -5m`` and ``--until -5m``, which read "expected one argument" of an
+    argument given (a newcomer's run): their own sentence says what they take."""
     out: list[str] = []
     for arg in argv:
-        if out and out[-1] == "--since" and re.match(r"-\d", arg):
-            out[-1] = f"--since={arg}"
+        if out and out[-1] in SPAN_OPTIONS and re.match(r"-\d", arg):
+            out[-1] = f"{out[-1]}={arg}"
         else:
             out.append(arg)
     return out

@@ -40,6 +40,12 @@ def _one_sentence(res, needle: str) -> None:
          "--duration must be finite"),
         (["record", "--out", "/tmp/x.jsonl.gz", "--duration", "soon"],
          "--duration must be a span like 7d, 36h or 90m"),
+        # Written with a minus it read "argument --duration: expected one argument", of an
+        # argument given (a newcomer's run): what --duration takes, as for any other word.
+        (["record", "--out", "/tmp/x.jsonl.gz", "--duration", "-5m"],
+         "--duration must be a span like 7d, 36h or 90m, not '-5m'"),
+        (["sim", "--out", "/tmp/x.jsonl.gz", "--duration", "-5m"],
+         "--duration must be a span like 7d, 36h or 90m, not '-5m'"),
         # Asks that ran "forever" (a CLI fuzz round): bounded, one sentence each.
         (["status", "--wait", "1e300"], "--wait must be at most 86400, not 1e300"),
         (["record", "--out", "/tmp/x.jsonl.gz", "--duration", "99999999999d"],
