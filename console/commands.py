@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import os
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -34,7 +35,7 @@ from fleetdeck.console.judgements import (
     shown_findings,
     straggler,
 )
-from fleetdeck.console.state import FleetState, NodeState
+from fleetdeck.console.state import STALE_INTERVALS, FleetState, NodeState
 from fleetdeck.errors import UserError
 from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import codec
@@ -1475,12 +1476,12 @@ def refusal(op: CommandOp, targets: Iterable[str] | str, why: str, *, who: str, 
                        args={"mode": mode.value} if mode is not None else {})
 
 
-def retire_refusal(state: FleetState, targets: Iterable[str]) -> str:
+def retire_refusal(state: FleetState, targets: Iterable[str], now: float | None = None) -> str:
     """Why ``fleetdeck retire`` leaves ``targets`` alone ('' for none): a node heard from
     now (online, its telemetry coming) would publish its birth again at its next connect or
     rebirth request, so its agent must stop first (docs/protocol.md, "Retiring a node")."""
     targets = list(targets)
-    live = heard_live(state, targets)
+    live = heard_live(state, targets, now)
     if not live:
         return _held_refusal(state, targets)
     one = len(live) == 1
@@ -1505,15 +1506,25 @@ def _held_refusal(state: FleetState, targets: list[str]) -> str:
             f"runs on {'it' if one else 'them'}; requeue or end the job first, or --force")
 
 
-def heard_live(state: FleetState, targets: Iterable[str]) -> list[str]:
+def heard_live(state: FleetState, targets: Iterable[str], now: float | None = None) -> list[str]:
     """Of ``targets``, those heard online now (their telemetry coming): retired, their agents
-    publish their births again at the next rebirth request (``retire_refusal``)."""
-    return [t for t in targets if _heard_live(state.nodes.get(t))]
+    publish their births again at the next rebirth request (``retire_refusal``). A node whose
+    deltas come while their keyframe is awaited is heard too: the shipped ACL's ``admin``,
+    the user docs/security.md gives ``retire``, may not ask for keyframes, and it retired a
+    running agent's node without ``--force`` whenever no periodic keyframe fell in its wait
+    (a newcomer's run of the production set-up on loopback)."""
+    at = time.time() if now is None else now
+    waiting = state.malformed.awaiting_keyframe
+    return [t for t in targets if _heard_live(state.nodes.get(t), waiting.get(t), at)]
 
 
-def _heard_live(st: NodeState | None) -> bool:
-    return (st is not None and st.online is not False and st.sample is not None
-            and not st.stale)
+def _heard_live(st: NodeState | None, awaiting: tuple[float, int] | None, now: float) -> bool:
+    if st is None or st.online is False:
+        return False
+    if st.sample is not None and not st.stale:
+        return True
+    # Its deltas' last one within the stale window, as ``NodeState.talking`` reads them.
+    return awaiting is not None and now - awaiting[0] <= STALE_INTERVALS * st.interval_s
 
 
 def audit_fields(req: Request) -> dict[str, str]:

@@ -737,12 +737,13 @@ class CommandRun:
 
         def settled(r: CommandRun) -> list[str]:
             r.known(targets)
-            why = retire_refusal(r.state, targets)
+            why = retire_refusal(r.state, targets, r.clock())
             if why and not force:
                 raise UserError(why)
             if why:
                 r.say(f"retire {text}: --force: {why.split(':')[0]}; retiring all the same")
-            live.update((t, r.state.nodes[t].interval_s) for t in heard_live(r.state, targets))
+            live.update((t, r.state.nodes[t].interval_s)
+                        for t in heard_live(r.state, targets, r.clock()))
             return targets
 
         def on_tick(_report: TickReport) -> bool:

@@ -177,3 +177,29 @@ def test_retire_help_says_both_ways_a_birth_outlives_the_clear():
             "broker dropped the clear (an ACL)")
     assert said in " ".join(sub.choices["retire"].format_help().split())
     assert said in " ".join(parser.format_help().split())
+
+
+def test_retire_refuses_a_node_heard_talking_whose_keyframe_it_lacks():
+    """The shipped ACL's ``admin``, the user docs/security.md gives ``retire``, may not ask for
+    keyframes: a running agent's node it hears only as deltas had no sample, read as not
+    heard, and was retired without --force whenever no periodic keyframe fell in the wait (a
+    newcomer's run of the production set-up, one retire in three at --interval 10)."""
+    session = ConsoleSession(CLUSTER, clock=Clock(), ingest=Ingest(CLUSTER), follow_up=False)
+    clock = session.clock
+    fleet = SynthFleet(2, clock)
+    for agent in fleet.agents.values():
+        agent.telemetry_payload()  # the keyframe sent before this reader came; the next in 30 s
+    fleet.birth(session.ingest)
+    for _ in range(3):
+        clock.advance(1.0)
+        for name in fleet.names:
+            session.ingest.handle(topic_for(CLUSTER, Kind.TELEMETRY, name),
+                                  fleet.agents[name].telemetry_payload(), clock())
+        session.tick()
+    assert all(st.sample is None for st in session.state.nodes.values())
+    assert retire_refusal(session.state, ["gpu0002"], clock()).startswith(
+        "gpu0002 is online now (telemetry heard): its agent would publish its birth again")
+    # Its deltas stopped (its agent stopped, no will yet): past the stale window it is not.
+    clock.advance(10.0)
+    session.tick()
+    assert retire_refusal(session.state, ["gpu0002"], clock()) == ""
