@@ -344,6 +344,15 @@ def _add_broker(p: argparse.ArgumentParser, several: bool = False) -> None:
     )
 
 
+def _unsigned(p: argparse.ArgumentParser, why: str) -> None:
+    """``--command-key`` of a command that sends nothing an agent checks: accepted (a script
+    may pass the key to every command), said unused. Its help said "sign commands with this
+    key" of inject and record, which sign nothing (a newcomer's reading of --help)."""
+    for action in p._actions:
+        if action.dest == "command_key":
+            action.help = f"accepted, not used: {why}"
+
+
 def _add_command_parsers(sub: "argparse._SubParsersAction[Parser]") -> None:
     """drain / resume / restart-job: the console's commands for scripts (console/cli_commands)."""
     from fleetdeck.console.publish_probe import PROBE_WAIT_S
@@ -671,6 +680,8 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("inject", help="inject a fault into a running 'fleetdeck sim'")
     _add_broker(p)
+    _unsigned(p, "a simulator takes its faults (sim/inject) unsigned; its agents check the "
+              "commands of drain, resume and restart-job")
     p.add_argument("fault", metavar="FAULT",
                    help="ib_flap, link_down, symbol_storm, leaf_switch, xid (any code: "
                    "gpu=2 code=119 then=45; code=154 action=2), xid79, ecc_dbe, thermal, "
@@ -756,6 +767,8 @@ def build_parser() -> Parser:
 
     p = sub.add_parser("record", help="record every message under the cluster's topic root")
     _add_broker(p)
+    _unsigned(p, "record asks for keyframes with the ctl/rebirth broadcast, which agents "
+              "answer unsigned")
     p.add_argument("--out", required=True, metavar="FILE",
                    help="recording file (.jsonl, or .jsonl.gz to compress)")
     # Bounded: 99999999999d was taken, a recording no one would stop (a CLI fuzz round).
@@ -1373,7 +1386,7 @@ def cmd_retire(args: argparse.Namespace) -> int:
     return run_retire(url, args.cluster, _hostlist(args.hostlist), reason=args.reason,
                       force=args.force, operator=args.operator,
                       audit_path=_audit_log(args, url, "retire", [args.cluster]),
-                      timeout_s=args.timeout)
+                      timeout_s=args.timeout, command_key=_command_key(args))
 
 
 def cmd_restart_job(args: argparse.Namespace) -> int:

@@ -490,3 +490,20 @@ def test_fleetdecks_own_option_given_after_the_command_says_where_it_goes(args, 
     assert (res.returncode, res.stdout, res.stderr.strip()) == (2, "", said)
     level = next(a for a in build_parser()._actions if "--log-level" in a.option_strings)
     assert level.help and "before the command" in level.help
+
+
+def test_command_key_help_says_which_commands_sign_with_it():
+    """record and inject take --command-key (a script may pass it to every command) but sign
+    nothing: their help said "sign commands with this key" (a newcomer's reading)."""
+    import argparse
+
+    from fleetdeck.cli import build_parser
+
+    subs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {name: next((a.help for a in sub._actions if a.dest == "command_key"), None)
+             for name, sub in subs.choices.items()}
+    for name in ("record", "inject"):
+        assert str(helps[name]).startswith("accepted, not used: "), (name, helps[name])
+    for name in ("console", "serve", "status", "drain", "resume", "restart-job", "retire",
+                 "collect"):
+        assert str(helps[name]).startswith("sign commands with this key"), (name, helps[name])

@@ -995,7 +995,8 @@ def run_restart_job(url: BrokerURL, cluster: str, job_id: str, *, reason: str, o
 
 
 def run_retire(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, force: bool,
-               operator: str, audit_path: str | None, timeout_s: float) -> int:
+               operator: str, audit_path: str | None, timeout_s: float,
+               command_key: bytes | None = None) -> int:
     """``fleetdeck retire``: exit 0 retired, 2 refused (a bad hostlist, an unknown node, a
     node live now or one a job holds, without --force), 3 a birth still there after the
     clear (its agent published it again, or the broker dropped the clear: an ACL)."""
@@ -1008,5 +1009,8 @@ def run_retire(url: BrokerURL, cluster: str, hostlist: str, *, reason: str, forc
             outcome="refused", request_id=new_request_id(time.time()), cluster=cluster,
             detail=str(err).rstrip(".")))
         raise
-    run = CommandRun(url, cluster, operator, audit=audit, timeout_s=timeout_s)
+    # Signed, its keyframe asks reach agents that obey only signed commands: it took --command-key
+    # and sent them unsigned, each rejected in the agent's journal (a newcomer's run).
+    run = CommandRun(url, cluster, operator, audit=audit, timeout_s=timeout_s,
+                     command_key=command_key)
     return asyncio.run(run.retire(targets, reason, force=force))
