@@ -236,6 +236,12 @@ def _explain(e: Any, path: Path | None, given: dict[str, Any]) -> str:
         where = field
     if e["type"] == "extra_forbidden":
         known = ", ".join(sorted(FLAGS))
+        if isinstance(e.get("input"), dict) and path is not None:
+            # "[agent]" over the settings, as many daemons' files have: "'agent': unknown
+            # setting" named no header, and the settings under it looked right (a newcomer's
+            # agent.toml).
+            return (f"{where}: [{field}] is a table header; this file takes its settings at "
+                    f"the top level, under no header (known: {known}).")
         return f"{where}: unknown setting{_did_you_mean(field)} (known: {known})."
     return f"{where}: {msg}."
 
@@ -255,7 +261,7 @@ def _did_you_mean(key: str) -> str:
 def _line_of(path: Path, key: str) -> str:
     try:
         for n, line in enumerate(path.read_text().splitlines(), 1):
-            if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            if re.match(rf"\s*({re.escape(key)}\s*=|\[\s*{re.escape(key)}\s*\])", line):
                 return f" line {n}"
     except OSError:
         pass

@@ -199,6 +199,11 @@ def test_agent_config_file_env_and_flags(tmp_path, monkeypatch):
         ("broker = 'http://x'\n", ["'broker'", "mqtt://"]),
         ("source = 'sysfs+gpu'\n", ["'source'", "unknown reader(s) gpu"]),
         ("interval_s = \n", ["agent.toml", "line 1"]),
+        # Settings under a header, as many daemons' files have them: "'agent': unknown
+        # setting" named no header (a newcomer's agent.toml).
+        ("# site\n[agent]\nbroker = 'mqtt://127.0.0.1:1883'\n",
+         ["agent.toml line 2, 'agent': [agent] is a table header; this file takes its "
+          "settings at the top level, under no header"]),
     ],
 )
 def test_bad_agent_config_is_one_sentence_naming_file_line_and_field(tmp_path, content,
