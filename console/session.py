@@ -314,8 +314,9 @@ class ConsoleSession:
         self.recent = RecentHistory()
         self.log = EventLog()
         self.interruptions = InterruptionTracker()
-        self._hung: dict[str, float] = {}
-        """Jobs said in the timeline to be hung, with when their step last moved."""
+        self._hung: dict[str, tuple[float, int]] = {}
+        """Jobs said in the timeline to be hung, with when their step last moved and that
+        step (``_note_hangs``)."""
         self._rerun: dict[str, float] = {}
         """Jobs interrupted and not running again yet, with when their run ended."""
         self._rerun_unheard: dict[str, float] = {}
@@ -1194,22 +1195,30 @@ class ConsoleSession:
 
     def _note_hangs(self, now: float) -> None:
         """A job that became hung, and one that steps again, in the timeline: a hang that
-        cleared by itself left no trace of its 100 s (a 3 a.m. drive)."""
+        cleared by itself left no trace of its 100 s (a 3 a.m. drive). Not hung any more is
+        not stepping again: a hung job whose node then died only got the scheduler's reason
+        (``not_stepping`` says nothing of a job with one, nor while this console is blind)
+        and read "job 4105 steps again (step 277)" with its step where it stopped (a drive).
+        Such a job stays noted, said again only once its step moves, hung once."""
         state = self.state
         for job_id, job in state.jobs.items():
             quiet = not_stepping(job, state, now)
             if quiet is not None and job_id not in self._hung:
-                self._hung[job_id] = now - quiet
+                self._hung[job_id] = (now - quiet, job.step)
                 self.note(f"job {job_id} hung: {not_stepping_text(job, quiet, now)}",
                           severity="error", nodes=tuple(job.nodes[:64]), kind="job", keep=True)
-        for job_id, since in list(self._hung.items()):
+        for job_id, (since, step) in list(self._hung.items()):
             again = state.jobs.get(job_id)
-            if again is None or not_stepping(again, state, now) is None:
-                del self._hung[job_id]
-                if again is not None and again.state.value == "R":
-                    self.note(f"job {job_id} steps again (step {again.step}), "
-                              f"{now - since:.0f} s after its step stopped", kind="job",
-                              nodes=tuple(again.nodes[:64]), keep=True)
+            if again is not None and not_stepping(again, state, now) is not None:
+                continue
+            running = again is not None and again.state.value == "R"
+            if running and again is not None and again.step == step:
+                continue  # a reason, or this console blind: its step has not moved
+            del self._hung[job_id]
+            if running and again is not None:
+                self.note(f"job {job_id} steps again (step {again.step}), "
+                          f"{now - since:.0f} s after its step stopped", kind="job",
+                          nodes=tuple(again.nodes[:64]), keep=True)
 
     def _note_retired(self) -> list[str]:
         """Nodes retired (their retained birth cleared: docs/protocol.md): they leave every

@@ -635,3 +635,37 @@ def test_every_hung_job_is_counted_however_many_rows_fit():
     assert [p.node for p in problems] == ["job 41"]
     assert top_problems_said(session.state, problems, nodes, []) == (
         "2 jobs hung, every node healthy")
+
+
+def test_a_hung_job_the_scheduler_gives_a_reason_for_does_not_step_again():
+    """A hung job whose node then died: the scheduler only added a reason (it says why the job
+    waits, so it is no longer called hung) and its step never moved; the timeline read "job
+    4105 steps again (step 277), 1285 s after its step stopped" (a drive). It steps again
+    only once its step moves, and the hang is not said twice meanwhile."""
+    session = run(LONG, stepping_for=10)
+    assert hung(session) is not None
+    clock, ingest = session.clock, session.ingest
+    # The hung job's figures as they stood (step 110), now with the scheduler's reason.
+    stalled = job_status("41", NODES, clock, step=110).model_copy(
+        update={"reason": "NodeFail gpu0002"})
+    for _ in range(30):
+        clock.advance(1.0)
+        publish_job(ingest, stalled, clock)
+        publish_job(ingest, job_status("42", ["gpu0005"], clock, step=999), clock)
+        session.tick()
+    assert hung(session) is None  # a reason: not called hung
+    texts = [ln.text for ln in session.log.lines() if ln.kind == "job"]
+    assert not [t for t in texts if "steps again" in t], texts
+    # The reason gone, the step still at 110: hung as before, not a second "hung" line.
+    for _ in range(5):
+        clock.advance(1.0)
+        publish_job(ingest, stalled.model_copy(update={"reason": ""}), clock)
+        publish_job(ingest, job_status("42", ["gpu0005"], clock, step=999), clock)
+        session.tick()
+    assert hung(session) is not None
+    texts = [ln.text for ln in session.log.lines() if ln.kind == "job"]
+    assert len([t for t in texts if t.startswith("job 41 hung")]) == 1, texts
+    # Once it steps it steps again.
+    session = run(5, stepping_for=5, session=session)
+    texts = [ln.text for ln in session.log.lines() if ln.kind == "job"]
+    assert [t for t in texts if t.startswith("job 41 steps again (step ")], texts
