@@ -74,7 +74,7 @@ from fleetdeck.console.publish_probe import PublishProbe
 from fleetdeck.console.recent import COLUMNS as RECENT_COLUMNS
 from fleetdeck.console.recent import RecentHistory
 from fleetdeck.console.recording import RecordingWriter
-from fleetdeck.console.retained_burst import RetainedBurst
+from fleetdeck.console.retained_burst import RecordedBurst, RetainedBurst
 from fleetdeck.console.rows import Summaries, meter_columns, metrics
 from fleetdeck.console.sight_watch import SightWatch, host_steady
 from fleetdeck.console.state import (
@@ -1516,16 +1516,26 @@ class ConsoleSession:
     # --- the retained burst ---------------------------------------------------------------------
 
     @property
+    def _burst_judge(self) -> RetainedBurst | RecordedBurst:
+        """Who judges the retained burst: a replay's ingest (``RecordedBurst``, the recorded
+        connections' bursts), else this session's own connection (``RetainedBurst``). A
+        replay's header and overview read the session's, which no replay judges: a recorded
+        cut said no "NODES UNLISTED?" there while the timeline and the summary said it."""
+        recorded = getattr(self.ingest, "burst", None)
+        return recorded if isinstance(recorded, RecordedBurst) else self.burst
+
+    @property
     def burst_cut(self) -> tuple[int, int] | None:
         """(nodes born with no status, nodes born) when a connect's burst was most likely cut
-        in the births (``RetainedBurst.burst_cut``), else None."""
-        return self.burst.burst_cut
+        in the births (``RetainedBurst.burst_cut``, a replay's ``RecordedBurst.burst_cut``),
+        else None."""
+        return self._burst_judge.burst_cut
 
     @property
     def burst_judged(self) -> bool:
         """Whether ``burst_cut`` says something of this connection's retained burst
-        (``RetainedBurst.judged``)."""
-        return self.burst.judged
+        (``RetainedBurst.judged``, a replay's ``RecordedBurst.judged``)."""
+        return self._burst_judge.judged
 
     # --- the I/O pump ----------------------------------------------------------------------------
 

@@ -84,3 +84,7 @@ async def test_a_replay_trusts_its_node_count_only_as_the_live_console_did(cut, 
     assert job_row(pjob, player.state, player.clock()).reason == reason
     cut_said = [ln.text for ln in player.session.log.lines() if ln.kind == "burst_cut"]
     assert len(cut_said) == (1 if cut else 0), cut_said
+    # And the session's own judgement, which the TUI's header ("NODES UNLISTED?") and overview
+    # read: the replay's, not the unjudged one of a connection it never made.
+    assert player.session.burst_judged is True
+    assert player.session.burst_cut == burst_cut
