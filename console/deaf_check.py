@@ -16,14 +16,15 @@ this console, whose connection is then dropped and made again (a new session sub
 again; docs/architecture.md, "Transport"). Nothing there either is the fleet's silence, as far
 as the broker can show it. Until the look ends, the console says it does not know which.
 
-Only a session that runs long looks: the console, and ``collect`` (a deaf collector would write
-every node of its fleet stale into the store and its digests, with no header to say why; it
-looks once as its fleet goes quiet, and again each ``LOOK_AGAIN_S`` only while its nodes stay
-online and silent: their wills end the quiet). A one-shot command's session (``status``,
-``drain``, ``resume``, ``restart-job``: ``may_look`` off) made its subscription for this
-watch, as fresh as a look's: what it does not hear, a look would not either, so its quiet is
-the fleet's silence at once, with no second connection. ``judge`` says the verdict as the TUI's
-header and ``status --json``'s ``quiet_link`` give it (docs/protocol.md).
+A session that runs long looks: the console, ``collect`` (a deaf collector would write every
+node of its fleet stale into the store and its digests, with no header to say why; it looks
+once as its fleet goes quiet, and again each ``LOOK_AGAIN_S`` only while its nodes stay online
+and silent: their wills end the quiet), and ``drain``, ``resume`` and ``restart-job``, which
+wait up to their ``--timeout`` (minutes, for a drain letting jobs finish) and, deaf, would
+wait it out for answers that came. ``status`` (``may_look`` off) made its subscription for
+its watch of seconds, as fresh as a look's: what it does not hear, a look would not either, so
+its quiet is the fleet's silence at once, with no second connection. ``judge`` says the verdict
+as the TUI's header and ``status --json``'s ``quiet_link`` give it (docs/protocol.md).
 """
 
 import asyncio
@@ -105,8 +106,8 @@ class DeafCheck:
     def __init__(self, note: Note, *, may_look: bool = True) -> None:
         self._note = note
         self.may_look = may_look
-        """Look through a fresh subscription of its own (a console, a collector); off for a
-        one-shot command's session, whose own subscription is that fresh one."""
+        """Look through a fresh subscription of its own (a console, a collector, a command
+        waiting for its answers); off for ``status``, whose own subscription is that fresh one."""
         self.verdict: str | None = None
         """None (things arrive, or no look yet), ``LOOKING``, ``SILENT`` or ``DEAF``."""
         self.looked_at = float("-inf")

@@ -359,9 +359,9 @@ class ConsoleSession:
         self.sight = SightWatch(self.note, steady if steady is not None else (
             host_steady if clock is time.time else None), may_look=not one_shot)
         """Whether the console sees its fleet: broker lost or hung, process stopped, clock
-        stepped. ``one_shot``: a one-shot command's session (``status``, ``drain``, ``resume``,
-        ``restart-job``), whose subscription is made for its watch: its quiet is judged the
-        fleet's silence with no look through a second one (console/deaf_check.py)."""
+        stepped. ``one_shot``: a session whose subscription is made for a watch of seconds
+        (``status``): its quiet is judged the fleet's silence with no look through a second
+        one (console/deaf_check.py; ``drain``'s waits up to its --timeout, and looks)."""
         self.quiet_link: QuietLink | None = None
         """A timed ``watch`` that ended hearing nothing, its broker connected, and why as far as
         it knew (``DeafCheck.judge``): ``status --json``'s ``quiet_link``."""

@@ -66,8 +66,8 @@ class SightWatch:
         """The feed has been connected once (a broker lost after that blinds the console)."""
         self.deaf = DeafCheck(note, may_look=may_look)
         """Whether a quiet link whose broker answers is the fleet's silence or this console's
-        deafness (console/deaf_check.py; ``may_look`` off: a one-shot command's session, whose
-        own subscription is as fresh as a look's)."""
+        deafness (console/deaf_check.py; ``may_look`` off: ``status``, whose own subscription,
+        made for its watch of seconds, is as fresh as a look's)."""
 
     def clock_stepped(self, state: FleetState, ingest: Ingest, now: float, step: float) -> None:
         """This host's wall clock jumped by ``step`` s between two ticks: what was measured

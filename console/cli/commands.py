@@ -220,10 +220,13 @@ class CommandRun:
         # The acknowledgement may take as long as --timeout (default 10 s cut a 15 s --timeout
         # short for an offline node); the command expires then too, so an agent back later
         # does not act on what this command already reported as timed out.
+        # Not ``one_shot``: it waits up to --timeout (a drain letting jobs finish, minutes),
+        # where a subscription the broker stopped delivering to is found by a look and made
+        # again (console/deaf_check.py), not waited out to a timed-out exit for acks that came.
         self.audit = audit
         self.session = ConsoleSession(cluster, url=url, clock=clock, operator=operator,
                                       audit=audit, command_key=command_key,
-                                      ack_timeout_s=timeout_s, one_shot=True,
+                                      ack_timeout_s=timeout_s,
                                       client_id=f"fd-cli-{os.getpid()}-{id(self):x}")
 
     @property

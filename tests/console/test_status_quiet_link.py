@@ -46,3 +46,17 @@ def test_status_json_says_a_silent_fleet_and_takes_no_second_subscription(
     # its own subscription, made for this watch, is as fresh as a look's.
     assert subscribers(mosquitto, "fd-status-") == 1
     assert subscribers(mosquitto, "fd-look-") == 0
+
+
+def test_a_drain_waiting_on_a_quiet_link_still_looks_whether_it_is_deaf(
+        telling_mosquitto) -> None:
+    """``drain`` waits up to its ``--timeout`` (60 s by default, longer for a drain that lets
+    jobs finish), where its subscription is not the fresh one a 3.5 s ``status`` has: a
+    connection the broker stopped delivering to would wait out the timeout for acks that came
+    (docs/architecture.md). Quiet with the broker answering, it looks, as the console does."""
+    mosquitto = telling_mosquitto
+    asyncio.run(_born_and_silent(mosquitto.url, "hush", ["gpu0001"]))
+    got = run_cli("drain", "gpu0001", "--reason", "test", "--broker", str(mosquitto.url),
+                  "--cluster", "hush", "--timeout", "12")
+    assert got.returncode == 4, (got.returncode, got.stderr)  # the silent node never answers
+    assert subscribers(mosquitto, "fd-look-") >= 1, got.stderr
