@@ -23,7 +23,8 @@ and silent: their wills end the quiet), and ``drain``, ``resume`` and ``restart-
 wait up to their ``--timeout`` (minutes, for a drain letting jobs finish) and, deaf, would
 wait it out for answers that came. ``status`` (``may_look`` off) made its subscription for
 its watch of seconds, as fresh as a look's: what it does not hear, a look would not either, so
-its quiet is the fleet's silence at once, with no second connection. ``judge`` says the verdict
+its quiet is the fleet's silence at once, with no second connection (a ``--wait`` past
+``LOOK_AGAIN_S`` of its connection looks as the console does). ``judge`` says the verdict
 as the TUI's header and ``status --json``'s ``quiet_link`` give it (docs/protocol.md).
 """
 
@@ -107,7 +108,8 @@ class DeafCheck:
         self._note = note
         self.may_look = may_look
         """Look through a fresh subscription of its own (a console, a collector, a command
-        waiting for its answers); off for ``status``, whose own subscription is that fresh one."""
+        waiting for its answers); off for ``status``, whose own subscription is that fresh one
+        while its connection is younger than ``LOOK_AGAIN_S`` (``_fresh``)."""
         self.verdict: str | None = None
         """None (things arrive, or no look yet), ``LOOKING``, ``SILENT`` or ``DEAF``."""
         self.looked_at = float("-inf")
@@ -136,11 +138,17 @@ class DeafCheck:
         if answered >= quiet - 1:
             # A broker that does not answer its pings either is hung (the sight watch's).
             return QuietLink(since, quiet, HUNG, "broker hung?")
-        if not self.may_look:
+        if self._fresh(feed, now):
             return QuietLink(since, quiet, SILENT,
                              "the broker answers, and this watch's own subscription, made for "
                              "it, hears nothing: the fleet is silent")
         return QuietLink(since, quiet, self.verdict or LOOKING, self.why())
+
+    def _fresh(self, feed: LiveFeed, now: float) -> bool:
+        """A session that may not look, on a connection younger than ``LOOK_AGAIN_S``: its
+        own subscription is as fresh as a look's. Older (``status --wait`` goes up to a day),
+        it is no fresher than the console's that went deaf, and it looks as that one does."""
+        return not self.may_look and now - feed.conn.since < LOOK_AGAIN_S
 
     def why(self) -> str:
         """What the header says of a quiet link whose broker answers its pings."""
@@ -155,7 +163,7 @@ class DeafCheck:
     def watch(self, feed: LiveFeed, state: FleetState, now: float) -> None:
         """Each tick of a live session: judge a look that ended, and start one when the quiet
         calls for it; nothing where it may not look (``may_look``: ``judge`` says silent)."""
-        if not self.may_look:
+        if self._fresh(feed, now):
             return
         task = self._task
         if task is not None and task.done():

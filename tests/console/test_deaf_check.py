@@ -32,6 +32,8 @@ class State:
 @dataclass
 class Conn:
     state: str = "connected"
+    since: float = 100.0
+    """When this connection was made (its subscription with it)."""
 
 
 @dataclass
@@ -174,3 +176,19 @@ async def test_a_one_shot_session_takes_its_own_quiet_for_the_fleets_silence(
     quiet = check.judge(feed, state, 130.0)  # type: ignore[arg-type]
     assert quiet is not None and quiet.verdict == SILENT and quiet.quiet_s == 30.0
     assert "this watch's own subscription" in quiet.text
+
+
+async def test_a_one_shot_session_watching_long_looks_once_its_subscription_is_not_fresh(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``status --wait`` goes up to a day: an hour into the watch its subscription is no
+    fresher than the console's that went deaf (the drill's, after 490 s), and its quiet was
+    called "the fleet is silent" with no look. Past ``LOOK_AGAIN_S`` of its connection it
+    looks as the console does."""
+    listened = looks(monkeypatch, heard=True)
+    feed, state = Feed(conn=Conn(since=0.0)), State(last_update=100.0, nodes={"n1": Node()})
+    check = DeafCheck(lambda *a, **k: None, may_look=False)
+    await step(check, feed, state, 110.0)  # a look starts
+    await step(check, feed, state, 111.0)  # and heard the fleet: deaf, the link dropped
+    assert len(listened) == 1 and feed.link.drops, (listened, feed.link.drops)
+    quiet = check.judge(feed, state, 111.0)  # type: ignore[arg-type]
+    assert quiet is not None and quiet.verdict == DEAF, quiet
