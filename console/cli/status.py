@@ -163,6 +163,9 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
                     or undecided_silent(session.state, now - connected_at))
 
     await session.watch(asyncio.Event(), tick_s=0.5, on_tick=enough, duration_s=lambda: until)
+    # A --wait past LOOK_AGAIN_S may end with a look in flight (console/deaf_check.py): its
+    # connection ends with the watch, not with the last cluster's of ``--cluster a,b``.
+    await session.sight.deaf.close()
     # What the operator asked for, or, extended, how long it ran.
     watched = round(max(least, time.monotonic() - counted_from), 1) if auto else least
     if feed.conn.connects == 0:
