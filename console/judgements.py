@@ -1669,7 +1669,9 @@ def restart_reason_hint(job: JobStatus, state: FleetState, now: float) -> str:
     if reason and job.state.value in ENDED_BADLY:
         # Its scheduler's reason is what the restart answers; the generic "NCCL timeout at
         # step 1200" was offered for a job that failed on a node (a 3 a.m. drive).
-        return f"{job.state.value}: {reason}"[:80]
+        # Whole: the dialog cuts it at a word to its box ("…", ``example_placeholder``);
+        # cut here at 80 it ended mid-word with nothing to say so.
+        return f"{job.state.value}: {reason}"
     return ""
 
 

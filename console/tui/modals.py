@@ -18,7 +18,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet, Static
 
 from fleetdeck.console import publish_probe
-from fleetdeck.console.commands import TYPED_CONFIRM_ABOVE, BlastRadius
+from fleetdeck.console.commands import TYPED_CONFIRM_ABOVE, BlastRadius, clip_words
 from fleetdeck.console.tui.text import esc, plural
 from fleetdeck.hostlist import compress
 from fleetdeck.protocol.messages import CommandOp, DrainMode
@@ -336,12 +336,42 @@ class CommandScreen(TypeAhead[ResultT]):
         self.action_cancel()
 
 
+def example_placeholder(example: str, room: int = 0) -> str:
+    """``e.g. <example> — ticket OPS-123`` in ``room`` columns (0: any): the example first,
+    the ticket's part dropped and then the example cut at a word where the box is too narrow.
+    A failed job's scheduler reason as the restart dialog's example ran past its box at 160
+    columns, cut mid-word with the ticket's part lost (``restart_reason_hint``)."""
+    full = f"e.g. {example} — ticket OPS-123"
+    if not room or len(full) <= room:
+        return full
+    # clip_words keeps up to that many characters of the text, then its "…"
+    return "e.g. " + clip_words(example, max(1, room - len("e.g. ") - 1))
+
+
 class ReasonScreen(CommandScreen[ResultT]):
     """A command that asks why (kept in the audit) before it goes: the reason box has focus and
     must not be empty, so a stray Enter after the key that opened it sends nothing."""
 
+    EXAMPLE = ""
+    """The reason box's example with nothing wrong to name."""
+    hint = ""
+    """What the reason box suggests instead: what is wrong (``*_reason_hint``)."""
+
+    def reason_box(self) -> "Box":
+        return Box(placeholder=example_placeholder(self.hint or self.EXAMPLE), id="reason")
+
     def on_mount(self) -> None:
         self.query_one("#reason", Input).focus()
+
+    def fit_body(self) -> None:
+        super().fit_body()
+        try:
+            box = self.query_one("#reason", Input)
+        except NoMatches:
+            return
+        room = box.content_region.width
+        if room:
+            box.placeholder = example_placeholder(self.hint or self.EXAMPLE, room)
 
     def submit(self, at_enter: dict[str, str] | None = None) -> None:
         at_enter = at_enter or {}
@@ -366,6 +396,7 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
     """Reason (required), mode (finish / now), typed confirmation above the threshold."""
 
     VERB = "drain"
+    EXAMPLE = "planned maintenance"
 
     def __init__(self, radius: Callable[[DrainMode], BlastRadius],
                  mode: DrainMode = DrainMode.FINISH, hint: str = "") -> None:
@@ -392,8 +423,7 @@ class DrainScreen(ReasonScreen[tuple[str, DrainMode] | None]):
             yield Label("Reason (required; shown as Reason=… [user@time]):")
             # With nothing wrong to name, a neutral example: "XID 79 on gpu3" was offered for
             # nodes that never had one (a 3 a.m. drive).
-            yield Box(placeholder=f"e.g. {self.hint or 'planned maintenance'} — ticket OPS-123",
-                      id="reason")
+            yield self.reason_box()
             now = self.mode is DrainMode.NOW
             with RadioSet(id="mode"):
                 yield Choice("finish: no new work, running jobs finish (Slurm DRAIN)",
@@ -460,6 +490,7 @@ class RestartScreen(ReasonScreen[str | None]):
     be a bare yes/no and the audit's ``why`` stayed empty."""
 
     VERB = "restart"
+    EXAMPLE = "NCCL timeout at step 1200"
 
     def __init__(self, job_id: str, radius: BlastRadius, hint: str = "") -> None:
         super().__init__()
@@ -479,8 +510,7 @@ class RestartScreen(ReasonScreen[str | None]):
             with DialogBody(id="dialog-body"):
                 yield Static(radius_text(r), id="radius")
             yield Label("Reason (required; kept in the audit log):")
-            example = self.hint or "NCCL timeout at step 1200"
-            yield Box(placeholder=f"e.g. {example} — ticket OPS-123", id="reason")
+            yield self.reason_box()
             yield from self.footer("Restart", "error")
 
     def result(self, reason: str) -> str | None:

@@ -150,3 +150,35 @@ async def test_drain_dialog_shows_every_target_whose_line_ends_at_the_border():
         assert body.virtual_size.height <= body.size.height, (body.size, body.virtual_size)
         text = text_of(world.app)
         assert all(f"• {n} (" in text for n in targets), text
+
+
+async def test_restart_dialogs_example_reason_fits_its_box():
+    """A failed job's scheduler reason is the restart dialog's example: at 160 columns the
+    placeholder ran past the reason box, cut mid-word with its "— ticket OPS-123" lost. It is
+    cut at a word to the box, said so with "…"; a short one keeps the ticket's part."""
+    from textual.widgets import Input
+
+    from fleetdeck.protocol.messages import JobState
+
+    world = World()
+    world.populate()
+    reason = ("NodeFail gpu0012 (Xid 79: GPU has fallen off the bus) while the NCCL "
+              "allreduce of step 1200 waited on gpu0013 and gpu0014 mlx5_ib3 link down")
+    publish_job(world.ingest, job_status("51", [], world.clock, state=JobState.F).model_copy(
+        update={"reason": reason}), world.clock)
+    async with world.app.run_test(size=(160, 48)) as pilot:
+        await restart_dialog(world, pilot)
+        box = world.app.screen.query_one("#reason", Input)
+        await pilot_until(pilot, lambda: box.placeholder.endswith("…"), box.placeholder)
+        said = box.placeholder
+        assert len(said) <= box.content_region.width, (said, box.content_region.width)
+        assert said.startswith("e.g. F: NodeFail gpu0012 (Xid 79: GPU has fallen off"), said
+        assert (said[:-1] + " ").removeprefix("e.g. F: ") in reason + " ", said
+    short = World()
+    short.populate()
+    publish_job(short.ingest, job_status("51", [], short.clock, state=JobState.F).model_copy(
+        update={"reason": "NodeFail gpu0012"}), short.clock)
+    async with short.app.run_test(size=(160, 48)) as pilot:
+        await restart_dialog(short, pilot)
+        box = short.app.screen.query_one("#reason", Input)
+        assert box.placeholder == "e.g. F: NodeFail gpu0012 — ticket OPS-123", box.placeholder
