@@ -460,8 +460,12 @@ class NodeFilter:
         hostlist of the whole fleet takes a sort and a compress."""
         if self.hosts is not None:
             names = compress(sorted(self.hosts))
-            shown = names if len(names) <= 40 else f"{len(self.hosts)} names"
-            how = f"hostlist {shown}"
+            body = self.text[1:] if self.invert else self.text
+            # The names only where they say more than the text: a job's drill-down read
+            # "filter gpu[0001-0008] (hostlist gpu[0001-0008])", the same list twice.
+            shown = ("" if names == body else names if len(names) <= 40
+                     else f"{len(self.hosts)} names")
+            how = f"hostlist {shown}".rstrip()
         elif self.regex is not None and not self.error:
             how = "regex"
         else:

@@ -48,7 +48,10 @@ def test_looks_like_hostlist():
 
 @pytest.mark.parametrize(("text", "reading"), [
     ("gpu00[34]", "hostlist gpu0034"),
-    ("!gpu[0001-0004]", "all but hostlist gpu[0001-0004]"),
+    ("!gpu[0001-0004]", "all but hostlist"),
+    # As typed already: a job's drill-down read "gpu[0001-0008] (hostlist gpu[0001-0008])".
+    ("gpu[0001-0008]", "hostlist"),
+    ("gpu[0001-0004,0005-0008]", "hostlist gpu[0001-0008]"),
     ("G12", "regex"),
     ("!G12", "all but regex"),
     ("", ""),
