@@ -630,7 +630,9 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             # "8 GPUs given back to the scheduler" over-promised: its node health check keeps
             # work off a node that fails it (an SRE drill's XID 62 node, not repaired).
             notes.append(f"still failing health checks: {compress(unhealthy)} (the scheduler "
-                         "places no work there until they pass: repair first)")
+                         "places no work there until "
+                         f"{'it passes' if len(unhealthy) == 1 else 'they pass'}: repair "
+                         "first)")
         degraded = [n for n in nodes if (st := state.nodes.get(n)) is not None
                     and st.verdict.value == "degraded"
                     and st.drain.state is not DrainState.NONE]
@@ -648,7 +650,9 @@ def blast_radius(state: FleetState, op: CommandOp, targets: Iterable[str], now: 
             notes.append(f"still degraded: {compress(other)} (the scheduler may place work "
                          "there; each one's line says why)")
         if held:
-            notes.append(f"failed only by the hour of their port errors (N2, N3), links up "
+            # "their" of one node read as of several (a review).
+            whose = "its" if len(held) == 1 else "their"
+            notes.append(f"failed only by the hour of {whose} port errors (N2, N3), links up "
                          f"(quiet, or repaired): {compress(held)} (the resume ends the hold)")
         undrained = [n for n in nodes if (st := state.nodes.get(n)) is not None
                      and st.drain.state is DrainState.NONE]

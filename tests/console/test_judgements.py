@@ -512,7 +512,8 @@ def test_a_node_up_again_and_failed_only_by_the_hour_is_told_to_drain_and_resume
     action = recommended_action(st)
     assert "check the link, then resume it" in action and "repair" not in action.split(":")[1]
     radius = blast_radius(state, CommandOp.RESUME, ["gpu0001"], node.now)
-    assert any("failed only by the hour of their port errors" in n for n in radius.notes), \
+    # One node: "its", not "their" (a review).
+    assert any("failed only by the hour of its port errors" in n for n in radius.notes), \
         radius.notes
     assert not any("repair first" in n for n in radius.notes), radius.notes
 
@@ -737,7 +738,8 @@ def test_a_resume_of_a_node_that_still_fails_gives_nothing_back_and_says_so_once
     assert r.gpus == 0
     assert r.summary() == ("1 node, nothing given back to the scheduler while it fails its "
                            "health checks")
-    assert any(n.startswith("still failing health checks: gpu0003") for n in r.notes)
+    assert ("still failing health checks: gpu0003 (the scheduler places no work there until "
+            "it passes: repair first)") in r.notes, r.notes
     state.nodes["gpu0004"].drain = DrainInfo(state=DrainState.DRAINED)
     r = blast_radius(state, CommandOp.RESUME, ["gpu0003", "gpu0004", "gpu0005"], session.clock())
     assert r.summary() == "3 nodes, 8 GPUs given back to the scheduler"
