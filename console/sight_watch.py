@@ -63,6 +63,10 @@ class SightWatch:
         has none unless given): tells a stepped wall clock from a process that did not run."""
         self._ticked_steady: float | None = None
         self._was_up = False
+        self._mute_connects: int | None = None
+        """The link's ``connects`` when sight was lost to a broker that stopped answering,
+        its link up (hung); None after a lost link: the same link still up at the regain is
+        a broker answering again, not a connection back."""
         """The feed has been connected once (a broker lost after that blinds the console)."""
         self.deaf = DeafCheck(note, may_look=may_look)
         """Whether a quiet link whose broker answers is the fleet's silence or this console's
@@ -145,7 +149,10 @@ class SightWatch:
                 # where it had lasted 3 (an SRE drill).
                 since = state.outage_start()
                 state.regain_sight(now)
-                self._note(f"broker connection back after {now - since:.0f} s; a node not heard "
+                back = ("the broker answers again" if self._mute_connects == feed.conn.connects
+                        else "broker connection back")
+                self._mute_connects = None
+                self._note(f"{back} after {now - since:.0f} s; a node not heard "
                            f"from within {AGENT_RECONNECT_S:.0f} s (the agents' reconnect "
                            "back-off) goes stale", severity="info", kind="connection",
                            keep=True)
@@ -153,10 +160,16 @@ class SightWatch:
             if mute and heard is not None:
                 why = f"the broker has not answered for {heard:.0f} s (hung?)"
                 state.lose_sight(now - heard, why)  # its outage began with its last word
+                # Its link is up: "broker connection lost" read in the timeline under a header
+                # saying "connected, nothing heard for 17 s (broker hung?)" (a review).
+                lost = f"{why}, its link still up"
+                self._mute_connects = feed.conn.connects
             else:
                 why = feed.conn.why
                 state.lose_sight(now)
-            self._note(f"broker connection lost ({why}): no "
+                lost = f"broker connection lost ({why})"
+                self._mute_connects = None
+            self._note(f"{lost}: no "
                        "data; verdicts stay as they were and no node goes stale until the "
                        "broker and its agents are back", severity="warn", kind="connection",
                        keep=True)
@@ -174,5 +187,5 @@ class SightWatch:
             return
         why = f"the broker has not answered for {heard:.0f} s (hung?)"
         state.lose_sight(now - heard, why)
-        self._note(f"broker connection lost ({why}): no data; verdicts stay as they were",
+        self._note(f"{why}, its link still up: no data; verdicts stay as they were",
                    severity="warn", kind="connection", keep=True)

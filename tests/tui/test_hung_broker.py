@@ -215,10 +215,16 @@ async def test_a_broker_that_stops_answering_is_the_consoles_blindness_not_the_f
         assert "lost its broker connection" not in said, said
         lost = [ln.text for ln in app.session.log.lines() if ln.kind == "connection"]
         assert lost and "(hung?)" in lost[-1], lost
+        # Nor does the timeline say the connection was lost: the link is up (a review).
+        assert "connection lost" not in lost[-1] and "its link still up" in lost[-1], lost
         hang(False)
         await eventually(lambda: (app.tick(), app.state.blind is None
                                   or app.state.blind[1] is not None)[1],
                          timeout=30, message="sight regained")
+        back = [ln.text for ln in app.session.log.lines() if ln.kind == "connection"]
+        # The same link, resumed before gmqtt gave up on it: not a connection back.
+        assert app.session.feed.conn.connects == 1
+        assert back[-1].startswith("the broker answers again after "), back
 
 
 async def test_a_dead_agent_alone_on_a_quiet_broker_still_reads_stale_on_time(mosquitto):
