@@ -697,7 +697,15 @@ def step_quiet_text(job: JobStatus, quiet: float, now: float,
     HELD UP column cut this line at 160 columns before the time of the hang (a review); with a
     long NODES cell it still did, "hung if none by 2…" (a 3 a.m. drive at 2,048 nodes)."""
     return not_stepping_text(job, quiet, now, then=(
-        f"; hung at {utc_hms(now - quiet + hang_window_s(job, delta))} if still none"))
+        f"; hung at {utc_hms(step_quiet_hung_at(job, quiet, now, delta))} if still none"))
+
+
+def step_quiet_hung_at(job: JobStatus, quiet: float, now: float,
+                       delta: tuple[int, float | None] | None) -> float:
+    """When a job whose step has stood still ``quiet`` s turns hung if no step comes: the
+    time the TUI says ("hung at 14:11:57 if still none") and ``hung_at`` in ``status --json``
+    (a script had the seconds it stood still, not when it would be called hung)."""
+    return now - quiet + hang_window_s(job, delta)
 
 
 def _standing_still(job: JobStatus, state: FleetState, now: float,

@@ -25,6 +25,7 @@ from fleetdeck.console.judgements import (
     shown_eta_s,
     sick_nodes,
     step_quiet,
+    step_quiet_hung_at,
     straggler,
     suspect_switches,
     utc_hms,
@@ -93,7 +94,8 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
     waits for an operator's restart: ``judgements.failed_job``) and ``not_stepping_s``
     (seconds since a running job's step last advanced, when it stopped stepping; null
     otherwise), ``step_quiet_s`` (the same for a step that has stood still a minute or more,
-    not hung yet: a checkpoint save looks the same)."""
+    not hung yet: a checkpoint save looks the same) with ``hung_at`` (when it is called hung
+    if no step comes, as the TUI says it; null otherwise)."""
     found = straggler(job, state)
     quiet = not_stepping(job, state, now)
     still = step_quiet(job, state, now) if quiet is None else None
@@ -111,6 +113,8 @@ def job_summary(job: JobStatus, state: FleetState, now: float) -> dict[str, Any]
             "sick_nodes": [s.as_json() for s in sick_nodes(job, state)],
             "not_stepping_s": None if quiet is None else round(quiet, 1),
             "step_quiet_s": None if still is None else round(still, 1),
+            "hung_at": None if still is None else round(step_quiet_hung_at(
+                job, still, now, state.job_step_delta.get(job.job_id)), 3),
             "never_fits": never_fits(job, state) or None,
             "failed": None if failed is None else failed.as_json()}
 

@@ -501,6 +501,10 @@ def test_a_step_standing_still_is_said_before_the_job_is_hung():
     summary = fleet_summary(state, now)
     (j,) = [j for j in summary["jobs"] if j["job_id"] == "41"]
     assert j["not_stepping_s"] is None and 85 <= j["step_quiet_s"] <= 95
+    # The time the row says, for a script: it had the seconds only.
+    from fleetdeck.console.judgements import utc_hms
+
+    assert utc_hms(j["hung_at"]) == by, (j["hung_at"], row.quiet)
     session = run(LONG, stepping_for=-1, session=session)
     now = session.clock()
     assert hung(session) is not None and step_quiet(job, state, now) is None
@@ -508,7 +512,7 @@ def test_a_step_standing_still_is_said_before_the_job_is_hung():
     assert row.stalled and not row.quiet
     # A job that steps says nothing.
     (other,) = [j for j in fleet_summary(state, now)["jobs"] if j["job_id"] == "42"]
-    assert other["step_quiet_s"] is None
+    assert other["step_quiet_s"] is None and other["hung_at"] is None
 
 
 def _seconds(hms: str) -> int:
