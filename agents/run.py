@@ -6,6 +6,7 @@ import json
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -131,22 +132,60 @@ class ReaderLeftOpen(Exception):
         self.error = error
 
 
-async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = None) -> bool:
-    """``agent_kwargs``: extra NodeAgent keywords from the command line (``--wire``). False
+def reread_said(cfg: AgentSettings, reread: Callable[[], AgentSettings]) -> str:
+    """What a SIGHUP finds: the configuration read again (``reread``: the start's file, its
+    environment and flags) against the settings the agent runs on, in one sentence.
+
+    An agent applies its settings only at start; the sentence says so, and whether the next
+    start would refuse the file. SIGHUP used to end the agent at once (Python's default), and
+    systemd's ``Restart=on-failure`` takes a SIGHUP death for a clean stop: an operator's
+    ``kill -HUP`` after editing agent.toml, as for most daemons, took the node offline for good
+    with not a word in its journal (docs/real-nodes.md, "Changing the settings")."""
+    try:
+        now = reread()
+    except UserError as err:
+        return (f"configuration read again (SIGHUP): {str(err).rstrip('.')}. This agent runs "
+                "on with the settings it started with, and its next start would refuse this "
+                "one: fix it first ('fleetdeck agent --check-config' checks)")
+    old, new = _shown(cfg), _shown(now)
+    changed = [f"{key} {old.get(key)!r} -> {new.get(key)!r}"
+               for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    if not changed:
+        return "configuration read again (SIGHUP): valid, and no setting changed"
+    return (f"configuration read again (SIGHUP): valid; changed: {', '.join(changed)}. This "
+            "agent applies settings only at start and runs on with the ones it started with: "
+            "restart it to apply them (systemctl restart fleetdeck-agent)")
+
+
+def _shown(cfg: AgentSettings) -> dict[str, Any]:
+    """The settings as ``--check-config`` prints them: the broker URL without its password."""
+    shown: dict[str, Any] = cfg.model_dump(mode="json")
+    try:
+        shown["broker"] = str(parse_broker_url(cfg.broker))
+    except UserError:
+        shown["broker"] = "(unreadable)"
+    return shown
+
+
+async def run_agent(cfg: AgentSettings, agent_kwargs: dict[str, Any] | None = None, *,
+                    reread: Callable[[], AgentSettings] | None = None) -> bool:
+    """``agent_kwargs``: extra NodeAgent keywords from the command line (``--wire``).
+    ``reread``: the configuration read again as at start, for SIGHUP (``reread_said``). False
     when a reader did not close in time: the caller exits without the usual clean-up, which
     may wait on the same wedged driver (``fleetdeck.runtime.force_exit``); ``ReaderLeftOpen``
     when the agent ended by an exception, too."""
     url = broker_url(cfg)
     lock = hold_node_lock(Path(cfg.state_dir), cfg.node_id) if cfg.state_dir else None
     try:
-        return await _run_agent(cfg, url, agent_kwargs)
+        return await _run_agent(cfg, url, agent_kwargs, reread)
     finally:
         if lock is not None:
             release_node_lock(lock)
 
 
 async def _run_agent(cfg: AgentSettings, url: BrokerURL,
-                     agent_kwargs: dict[str, Any] | None) -> bool:
+                     agent_kwargs: dict[str, Any] | None,
+                     reread: Callable[[], AgentSettings] | None) -> bool:
     node_id = cfg.node_id
     source = make_source(cfg)
     outbox = make_outbox(cfg.state_dir, node_id)
@@ -166,6 +205,15 @@ async def _run_agent(cfg: AgentSettings, url: BrokerURL,
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
+
+    def on_hangup() -> None:
+        said = reread_said(cfg, reread) if reread is not None else (
+            "SIGHUP: this agent applies settings only at start and runs on with the ones it "
+            "started with: restart it to apply a change")
+        print(f"fleetdeck agent {node_id}: {said}", file=sys.stderr, flush=True)
+
+    # A SIGHUP (a reload, ``systemctl reload``) is no stop: see ``reread_said``.
+    loop.add_signal_handler(signal.SIGHUP, on_hangup)
 
     async def announce() -> None:
         # Ready once running, broker or not: a long-running agent waits for its broker

@@ -17,7 +17,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from fleetdeck import __version__
 from fleetdeck.console.audit import os_user
@@ -1098,7 +1098,7 @@ def cmd_agent(args: argparse.Namespace) -> int:
     from fleetdeck.agents.config import load_settings
     from fleetdeck.agents.run import ReaderLeftOpen, run_agent, sample_once
 
-    settings = load_settings(args.config, {
+    given: dict[str, Any] = {
         "broker": args.broker, "cluster": args.cluster, "node_id": args.node_id,
         "source": args.source, "sysfs_root": args.sysfs_root, "state_dir": args.state_dir,
         "kernel_log": args.kernel_log, "interval_s": args.interval,
@@ -1107,7 +1107,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
         "expect_gpus": args.expect_gpus, "expect_ib_ports": args.expect_ib_ports,
         "expect_ib_rate": args.expect_ib_rate,
         "rack": args.rack, "leaf": args.leaf, "spine_group": args.spine_group,
-    })
+    }
+    settings = load_settings(args.config, given)
     if args.check_config:
         from fleetdeck.brokerurl import parse_broker_url
 
@@ -1120,7 +1121,8 @@ def cmd_agent(args: argparse.Namespace) -> int:
         return 0
     code = 0
     try:
-        closed = asyncio.run(run_agent(settings))
+        closed = asyncio.run(run_agent(settings,
+                                       reread=lambda: load_settings(args.config, given)))
     except ReaderLeftOpen as left:
         # Said as _main would have, a broker error's sentence or a bug's traceback.
         closed, err = False, left.error

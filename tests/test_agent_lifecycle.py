@@ -298,3 +298,45 @@ async def test_a_session_task_that_failed_of_a_bug_is_logged_once_with_its_trace
     assert "gpu0001 telemetry" in record.getMessage() and "KeyError" in record.getMessage()
     assert record.exc_info is not None and record.exc_info[0] is KeyError
     assert "raise KeyError" in caplog.text  # the traceback
+
+
+async def test_sighup_after_a_bad_config_edit_keeps_the_agent_running_and_says_why(
+        mosquitto, tmp_path):
+    """An operator edits agent.toml and sends SIGHUP (``systemctl reload``, ``kill -HUP``), as
+    for most daemons. SIGHUP used to end the agent at once, without a word in its journal, and
+    systemd's ``Restart=on-failure`` takes a SIGHUP death for a clean stop: the node went
+    offline for good (2026-12-07 drill). It now reads the file again, says what it found, and
+    runs on with the settings it started with (agents/run.py, ``reread_said``)."""
+    config = tmp_path / "agent.toml"
+    config.write_text(f'broker = "{mosquitto.url}"\ncluster = "{CLUSTER}"\n'
+                      'node_id = "gpu0001"\ninterval_s = 1\n')
+    log = tmp_path / "agent.log"
+    proc = spawn("agent", "--config", str(config), "--keepalive", str(KEEPALIVE), log=log)
+    try:
+        async with Watcher(mosquitto.url) as w:
+            await w.until(is_ok, message="agent online")
+            session = node(w.state).bd_seq
+            config.write_text(config.read_text().replace("interval_s = 1",
+                                                         'interval_s = "fast"'))
+            proc.send_signal(signal.SIGHUP)
+            await eventually(lambda: "SIGHUP" in log.read_text(), 10, message="the reread said")
+            said = log.read_text()
+            assert "line 4, 'interval_s'" in said
+            assert "runs on with the settings it started with" in said
+            assert "its next start would refuse this one" in said
+            assert "Traceback" not in said
+            await asyncio.sleep(2 * KEEPALIVE)
+            assert proc.poll() is None, "SIGHUP ended the agent"
+            # Still the same session, still sampling: no will, no goodbye.
+            seq = node(w.state).last_seq or 0
+            await w.until(lambda s: (node(s).last_seq or 0) > seq,
+                          message="samples after the SIGHUP")
+            assert node(w.state).bd_seq == session and node(w.state).online
+            config.write_text(config.read_text().replace('interval_s = "fast"',
+                                                         "interval_s = 2"))
+            proc.send_signal(signal.SIGHUP)
+            await eventually(lambda: "changed: interval_s 1.0 -> 2.0" in log.read_text(), 10,
+                             message="the change said")
+            assert "restart it to apply them" in log.read_text()
+    finally:
+        assert stop_process(proc) == 0

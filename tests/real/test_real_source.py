@@ -200,6 +200,8 @@ def test_systemd_unit():
     assert svc["User"] == "fleetdeck"
     exec_start = "/opt/fleetdeck/venv/bin/fleetdeck agent --source sysfs+nvml"
     assert svc["ExecStart"].startswith(exec_start)
+    # A reload is the agent's SIGHUP: the configuration checked again, never a stop.
+    assert svc["ExecReload"] == "/bin/kill -HUP $MAINPID"
     for key, value in {"ProtectSystem": "strict", "ProtectHome": "yes", "NoNewPrivileges": "yes",
                        "PrivateTmp": "yes", "PrivateDevices": "no"}.items():
         assert svc[key] == value, key
