@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("fleetdeck.ingest")
 
+REPLAY_MEMORY = 65_536
+"""At most this many jobs and retired nodes remembered for ``Ingest._replayed``, the oldest
+forgotten first."""
+
 BDSEQ_FUTURE_S = 600.0
 """A bdSeq more than this ahead of the receive clock is refused (forged, or a broken clock)."""
 JOBS_PASSED_MAX = 10_000
@@ -325,13 +329,92 @@ class Ingest:
         O(1) (summing over ``recorded_cmds`` for each line was quadratic on a long recording),
         and kept when a command of it goes. Bounded as ``recorded_cmds``, oldest first."""
 
+        self.retained = False
+        """Set by the feed while it hands on a message the broker sent retained (at subscribe:
+        a 3.1.1 subscriber gets the flag on nothing else, ``LiveFeed.hand``)."""
+        self._job_newest: OrderedDict[str, int] = OrderedDict()
+        """Job id -> the newest ``ts`` of its statuses heard (``_replayed``)."""
+        self._born: dict[str, int] = {}
+        self._ended: dict[str, int] = {}
+        """Node id -> the bdSeq of its latest birth, and of its latest session heard ended (an
+        offline status: its goodbye or will)."""
+        self._retired: OrderedDict[str, int] = OrderedDict()
+        """Node id -> the bdSeq of its latest birth when it was retired (its birth cleared)."""
+        self.replayed = 0
+        """Retained messages left out as older than what was heard before (``_replayed``)."""
+        self._replayed_unsaid: list[str] = []
+
     hears_commands = False
     """Take operators' commands (``COMMAND_KINDS``) into ``Batch.commands``: a replay does
     (``ReplayIngest``), so its timeline says who asked for what, as the live console's did."""
 
     def take_batch(self) -> Batch:
         batch, self._batch = self._batch, Batch()
+        if self._replayed_unsaid:
+            self._say_replayed()
         return batch
+
+    def _replayed(self, subject: str, msg: BaseModel) -> str:
+        """What a retained ``msg`` replays, older than what was heard from its sender before
+        ('' when it is not, or not retained), noting what it tells of later ones.
+
+        A broker that restarts from a saved state older than its last word (Mosquitto's
+        persistence saved every ``autosave_interval``, then killed; a copy restored) sends
+        each new subscriber that state: a job's status of steps ago, a node's status online
+        of a session that had ended, the birth of a node retired since. A console that heard
+        the newer ones took them as news: a job "interrupted … runs again in place" with its
+        work since the checkpoint booked lost, a node stopped cleanly read stale (H1, "check
+        the agent"), retired ones "fell silent" as a rack (2026-12-07 drill,
+        docs/reliability.md). Only retained ones are left out: a live message is news, whatever
+        its sender's clock reads, and a live birth again of a node retired with ``--force``
+        is its agent still there."""
+        retained = self.retained
+        if isinstance(msg, JobStatus):
+            newest = self._job_newest.get(subject)
+            if retained and newest is not None and msg.ts < newest:
+                return f"job {subject}'s status of {newest - msg.ts} ms before the one heard"
+            if newest is None or msg.ts > newest:
+                self._job_newest[subject] = msg.ts
+                self._job_newest.move_to_end(subject)
+                if len(self._job_newest) > REPLAY_MEMORY:
+                    self._job_newest.popitem(last=False)
+            return ""
+        if not isinstance(msg, Birth | Status):
+            return ""
+        retired = self._retired.get(subject)
+        if retained and retired is not None and msg.bdSeq <= retired:
+            return f"retired {subject}'s {'birth' if isinstance(msg, Birth) else 'status'}"
+        if isinstance(msg, Birth):
+            self._retired.pop(subject, None)  # born again: a node under the name
+            if msg.bdSeq > self._born.get(subject, -1):
+                self._born[subject] = msg.bdSeq
+            return ""
+        ended = self._ended.get(subject, -1)
+        if msg.online:
+            # Each connection is a new session of a larger bdSeq (agents/agent.py): online
+            # again in a session that ended is an older state, never the agent.
+            return (f"{subject}'s status online of a session heard ended"
+                    if retained and msg.bdSeq <= ended else "")
+        if msg.bdSeq > ended:
+            self._ended[subject] = msg.bdSeq
+        return ""
+
+    def _retire(self, subject: str) -> None:
+        born = self._born.pop(subject, None)
+        self._ended.pop(subject, None)
+        if born is not None:
+            self._retired[subject] = born
+            self._retired.move_to_end(subject)
+            if len(self._retired) > REPLAY_MEMORY:
+                self._retired.popitem(last=False)
+
+    def _say_replayed(self) -> None:
+        what, self._replayed_unsaid = self._replayed_unsaid, []
+        shown = "; ".join(what[:4]) + (f"; {len(what) - 4} more" if len(what) > 4 else "")
+        log.warning("the broker sent %d retained message(s) older than what this console heard "
+                    "before (%s): a broker restarted from a saved state older than its last "
+                    "word sends these (persistence saved long before it stopped, or restored "
+                    "from an old copy); left out", len(what), shown)
 
     def clock_stepped(self) -> None:
         """This console's wall clock was stepped (NTP, an operator's ``date -s``): every
@@ -391,6 +474,7 @@ class Ingest:
             # is gone, it left an incident for ever. A cleared status alone says nothing.
             if parsed.kind is Kind.BIRTH:
                 self._batch.retire(parsed.subject)
+                self._retire(parsed.subject)
                 if self.scope is not None:
                     self.scope.forget(parsed.subject)
                 self._lag_floor.pop(parsed.subject, None)
@@ -617,6 +701,13 @@ class Ingest:
         b = self._batch
         if isinstance(msg, Birth | Status | Event) and not self._sane(msg, subject, topic, rx_ts):
             return
+        if isinstance(msg, Birth | Status | JobStatus):
+            replayed = self._replayed(subject, msg)
+            if replayed:
+                self.replayed += 1
+                if len(self._replayed_unsaid) < REPLAY_MEMORY:
+                    self._replayed_unsaid.append(replayed)
+                return
         b.messages += 1
         match msg:
             case Birth():

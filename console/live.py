@@ -208,7 +208,8 @@ class LiveFeed:
         pending = self._pending
         if not pending:
             return 0
-        handle = self.ingest.handle
+        ingest = self.ingest
+        handle = ingest.handle
         tap = self.tap
         clock = time.perf_counter
         deadline = None if budget_s is None else clock() + budget_s
@@ -220,7 +221,16 @@ class LiveFeed:
                 n += 1
                 if tap is not None:
                     tap(rx_ts, topic, payload, qos, retain)
-                handle(topic, payload, rx_ts)
+                if retain:
+                    # What a broker keeps may be older than what was heard live
+                    # (``Ingest._replayed``).
+                    ingest.retained = True
+                    try:
+                        handle(topic, payload, rx_ts)
+                    finally:
+                        ingest.retained = False
+                else:
+                    handle(topic, payload, rx_ts)
                 if deadline is not None and clock() > deadline:
                     break
         finally:
