@@ -27,6 +27,9 @@ log = logging.getLogger("fleetdeck.collect")
 STATUS_EVERY_S = 60.0
 """A progress line a minute by default (``--status-every``)."""
 EXIT_STORE_FAILED = 3
+EXIT_HUNG_UP = 128 + 1
+"""A SIGHUP's orderly stop: the shell's code for a SIGHUP death, and no clean exit to
+systemd's ``Restart=on-failure``, which starts the collector again."""
 CATCH_UP_S = 10.0
 """Start-up is over when every node known from its retained birth has sent telemetry, or this
 long after connecting (a node that stays silent is the console's to judge, not start-up's),
@@ -153,8 +156,20 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
             else:
                 stop.set()
 
+        hung_up: list[bool] = []
+
+        def hang_up() -> None:
+            # SIGHUP (a closed terminal, a ``kill -HUP`` to make it read its settings again)
+            # ended the collector at once, Python's default: the minutes in progress lost, not
+            # a word said, and systemd's Restart=on-failure takes a SIGHUP death for a clean
+            # stop, so it never came back (2026-12-07 drill). An orderly stop now, its exit
+            # 128 + 1: the unit starts it again, reading collect.env anew.
+            hung_up.append(True)
+            leave()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, leave)
+        loop.add_signal_handler(signal.SIGHUP, hang_up)
         log.info("collecting %s from %s into %s%s", cluster, url, db,
                  f" as {spec.member} of {spec.count}" if spec is not None else "")
         if metrics is not None:
@@ -205,6 +220,11 @@ def run_collect(url: BrokerURL, cluster: str, db: Path, retention_days: float, *
             problem = session.problems.get("store")
             raise UserError(f"stopped with {backlog} tick(s) of history not written "
                             f"({problem.detail if problem else 'store failing'}).")
+        if hung_up:
+            print(f"collect {cluster}: stopped by SIGHUP, its history written; it reads its "
+                  "settings only at start: under systemd, Restart=on-failure starts it again "
+                  "(exit 129)", file=sys.stderr, flush=True)
+            return EXIT_HUNG_UP
         return 0
 
     try:

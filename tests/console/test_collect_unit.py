@@ -58,14 +58,16 @@ def test_the_collector_unit_keeps_the_agents_pattern():
     # collect sends no sd_notify: Type=notify would have systemd kill it at start-up.
     assert svc["Type"] == "exec"
     # The agent's sandbox, less what only the agent needs: GPU devices, the journal, and its
-    # UMask (the collector's store is the operators' to read).
+    # UMask (the collector's store is the operators' to read), and the agent's reload (its
+    # SIGHUP reads agent.toml again; the collector's is an orderly stop the unit restarts).
     own = {"Type", "NotifyAccess", "WatchdogSec", "TimeoutStopSec", "EnvironmentFile",
            "ExecStart", "StateDirectory", "SupplementaryGroups", "ReadOnlyPaths",
-           "PrivateDevices", "DevicePolicy", "DeviceAllow", "UMask"}
+           "PrivateDevices", "DevicePolicy", "DeviceAllow", "UMask", "ExecReload"}
     for key, value in agent.items():
         if key not in own:
             assert svc.get(key) == value, key
     assert svc["PrivateDevices"] == "yes" and svc["ProtectSystem"] == "strict"
+    assert "ExecReload" not in svc
     assert unit(UNIT)["Install"]["WantedBy"] == "multi-user.target"
 
 
