@@ -47,7 +47,7 @@ from fleetdeck.console.health import (
     still_quiet,
 )
 from fleetdeck.console.ingest import Batch, MalformedLog
-from fleetdeck.hostlist import HostlistError, expand
+from fleetdeck.hostlist import HostlistError, compress, expand
 from fleetdeck.protocol import fast, wire2
 from fleetdeck.protocol.fast import Birth, Telemetry
 from fleetdeck.protocol.messages import (
@@ -76,6 +76,10 @@ RESEND_RETRY_S = 10.0
 RESEND_BACKOFF_CAP_S = 300.0
 RESEND_MAX_ASKS = 4
 UNBORN_MAX = 10_000
+BIRTHS_DROPPED = ("the broker most likely drops the nodes' births (a message_size_limit or "
+                  "max_packet_size below a birth's size, 2-3 KB, or an ACL that keeps "
+                  "node/+/birth from this broker user)")
+"""Why a node whose agent answered a rebirth ask has no birth here (``births_unheard``)."""
 """Nodes heard from without a birth that are tracked for a rebirth request, at most."""
 RECALLED_MAX = 1_000_000
 """Forgotten nodes whose last recorded verdict is kept, at most (node ids come from the network)."""
@@ -1227,6 +1231,10 @@ class FleetState:
         """Node id -> messages received without a birth: not nodes yet (a node exists from its
         birth on), but each is asked to re-publish it; bounded by ``UNBORN_MAX``."""
         self.unborn_dropped = 0
+        self.births_unheard: dict[str, int] = {}
+        """Node id -> how many times its agent answered a rebirth ask ("birth re-published")
+        while no birth of it came: nodes the broker most likely keeps from this console by
+        their births alone (``births_dropped_text``)."""
         self.rebirth_wanted: dict[str, str] = {}
         """Node id -> why: nodes to ask for their birth and status again (taken by the session)."""
         self._lost: list[tuple[str, int]] = []
@@ -1701,6 +1709,7 @@ class FleetState:
                     st.digest = None
                     self._digest_order.pop(node_id, None)
             self.unborn.pop(node_id, None)
+            self.births_unheard.pop(node_id, None)
             last_birth = st.birth.bdSeq if st.birth is not None else -1
             if self._apply_birth(st, birth, rx, now):
                 changed.add(node_id)
@@ -1814,6 +1823,11 @@ class FleetState:
                 self._resumed_by_event(ev, changed)
         for ack_rx, ack in batch.acks:
             self.acks.append(ack)
+            if (ack.op is CommandOp.REBIRTH and ack.result is AckResult.DONE
+                    and ack.by not in self.nodes and ack.by in self.unborn):
+                # Births applied first (above): the agent publishes its birth before this ack,
+                # and the broker keeps one client's messages in order, so none came.
+                self.births_unheard[ack.by] = self.births_unheard.get(ack.by, 0) + 1
             if ack.op is CommandOp.KEYFRAME and ack.result is AckResult.DONE:
                 asked = self.nodes.get(ack.by)
                 if asked is not None:
@@ -1996,12 +2010,35 @@ class FleetState:
 
     def unborn_why(self) -> dict[str, str]:
         """The nodes heard from without a birth this console could take, each with why: its
-        last refused birth's reason, or "" (messages, but no birth heard yet)."""
+        last refused birth's reason, that its agent re-published the birth and none came
+        (``BIRTHS_DROPPED``), or "" (messages, but no birth heard yet)."""
         why = dict.fromkeys(self.unborn, "")
+        for node in self.births_unheard:
+            if node in why:
+                why[node] = BIRTHS_DROPPED
         for node, (_, _, reason) in self.malformed.refused_births.items():
             if node not in self.nodes:
                 why[node] = reason
         return why
+
+    def births_dropped_text(self) -> str:
+        """One sentence for the nodes heard from (statuses, telemetry) whose agents answered a
+        rebirth ask while no birth of theirs came ('' where none): a broker whose
+        ``message_size_limit`` or ``max_packet_size`` is below a birth's size (2.4 KB for 8
+        GPUs and 8 ports) drops every birth and passes the smaller messages, and a node exists
+        from its birth on, so the console listed no node at all: "no node of cluster msl heard
+        from yet" beside four agents publishing, ``status`` "is an agent or 'fleetdeck sim'
+        running against this broker?" (2026-12-07 drill, docs/reliability.md)."""
+        nodes = sorted(n for n in self.births_unheard if n in self.unborn)
+        if not nodes:
+            return ""
+        one = len(nodes) == 1
+        agents = "its agent re-published its birth" if one else (
+            "their agents re-published their births")
+        # The cause first: the TUI's one line of top problems cuts the rest.
+        return (f"{BIRTHS_DROPPED}: {len(nodes)} node{'' if one else 's'} ({compress(nodes)}) "
+                f"{'sends' if one else 'send'} statuses or telemetry, and {agents} when asked, "
+                "yet none came")
 
     def _born(self, node_id: str, rx: float, why: str) -> NodeState | None:
         """The node's state if it has had a birth; otherwise count it and want a rebirth."""
@@ -2603,6 +2640,7 @@ class FleetState:
         if self._judge_rest:
             self._judge_rest = [st for st in self._judge_rest if st.node_id != node_id]
         self.unborn.pop(node_id, None)
+        self.births_unheard.pop(node_id, None)
         self.rebirth_wanted.pop(node_id, None)
         self.jobs_left.pop(node_id, None)
         self.faults_cleared.pop(node_id, None)

@@ -24,6 +24,7 @@ from fleetdeck.console.rows import job_urgency
 from fleetdeck.console.session import ConsoleSession, TickReport
 from fleetdeck.console.state import (
     AGENT_RECONNECT_S,
+    BIRTHS_DROPPED,
     KEYFRAMES_DROPPED,
     WAITING,
     FleetState,
@@ -188,6 +189,10 @@ async def collect(url: BrokerURL, cluster: str, wait_s: float | None, *,
         raise UserError(f"cannot get a status from {url}: no answer (CONNACK) within "
                         f"{gave_up} s.")
     if not session.state.nodes:
+        dropped = session.state.births_dropped_text()
+        if dropped:
+            raise UserError(f"no node of cluster '{cluster}' could be listed from {url} within "
+                            f"{watched:g} s: {dropped}.")
         if digests:
             raise UserError(f"no digest of cluster '{cluster}' was heard on {url} within "
                             f"{watched:g} s (is a 'fleetdeck collect --shard' running?)")
@@ -603,8 +608,15 @@ def unheard(summaries: list[dict[str, Any]], wait_s: float,
         # Why, where a birth was refused: a node whose clock is an hour ahead sends births
         # that can never be taken, and asking again does not help (an SRE drill).
         why = {n: w for out in summaries for n, w in out.get("unborn_why", {}).items()}
-        said = "".join(f" {n}'s birth was refused: {why[n]}." for n in sorted(why)[:3])
-        more = f" (and {len(why) - 3} more)" if len(why) > 3 else ""
+        # Births answered and never come are no birth refused (a message_size_limit below a
+        # birth's size: docs/reliability.md): said once, naming them.
+        unheard = sorted(n for n, w in why.items() if w == BIRTHS_DROPPED)
+        refused = sorted(n for n in why if why[n] != BIRTHS_DROPPED)
+        said = "".join(f" {n}'s birth was refused: {why[n]}." for n in refused[:3])
+        more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
+        if unheard:
+            said += (f" {compress(unheard)}: re-published when asked, and no birth came: "
+                     f"{BIRTHS_DROPPED}.")
         print(f"fleetdeck status: {nodes} ({compress(unborn)}) sent messages but "
               f"{_unborn_cause(summaries)}: their health is unknown (a birth that "
               f"could not be read is asked for again).{said}{more}", file=sys.stderr)

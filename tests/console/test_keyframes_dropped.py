@@ -135,3 +135,55 @@ def test_a_dead_nodes_retained_birth_redelivered_is_no_reconnect_loop():
     # Its agent refused by the broker (credentials, an ACL) reads the same: its journal says
     # so where the host is up (an SRE drill: a revoked password sent the on-call to the BMC).
     assert "if it is up its agent's journal (a broker that refuses its credentials" in said
+
+
+def test_births_the_broker_drops_are_said_not_an_empty_broker(tmp_path):
+    """``message_size_limit 2000``, below a simulated node's birth (2.4 KB) and above its
+    status and deltas: Mosquitto drops every birth without a word, and a node exists from its
+    birth on. ``status`` said "no node of cluster … was heard … (is an agent or 'fleetdeck sim'
+    running against this broker?)" beside a simulator publishing, and the TUI "no node of
+    cluster msl heard from yet" (2026-12-07 drill). The agents answer the console's rebirth
+    asks ("birth re-published") and no birth follows: the broker drops them, said so."""
+    conf = "listener {port} 127.0.0.1\nallow_anonymous true\nmessage_size_limit 2000\n"
+    with ManagedBroker(MOSQUITTO, workdir=tmp_path, config=conf) as broker:
+        sim = spawn("sim", "--broker", str(broker.url), "--cluster", CLUSTER, "--nodes", "3",
+                    log=tmp_path / "sim.log")
+        try:
+            res = run_cli("status", "--wait", "8", "--cluster", CLUSTER, "--broker",
+                          str(broker.url))
+        finally:
+            stop_process(sim)
+    assert res.returncode == 2, res
+    assert "is an agent or 'fleetdeck sim' running" not in res.stderr, res.stderr
+    assert "the broker most likely drops the nodes' births" in res.stderr, res.stderr
+    assert "message_size_limit" in res.stderr and "3 nodes (gpu[0001-0003])" in res.stderr
+
+
+async def test_the_console_says_the_broker_drops_births_of_nodes_it_hears(tmp_path):
+    """The TUI's top problems, on the same broker: "no node of cluster … heard from yet" read
+    as a broker nothing publishes to (2026-12-07 drill)."""
+    from fleetdeck.console.audit import MemoryAudit
+    from fleetdeck.console.tui.app import FleetdeckApp
+    from fleetdeck.console.tui.screens.overview import OverviewScreen
+    from tests.conftest import eventually
+
+    conf = "listener {port} 127.0.0.1\nallow_anonymous true\nmessage_size_limit 2000\n"
+    with ManagedBroker(MOSQUITTO, workdir=tmp_path, config=conf) as broker:
+        sim = spawn("sim", "--broker", str(broker.url), "--cluster", CLUSTER, "--nodes", "2",
+                    log=tmp_path / "sim.log")
+        app = FleetdeckApp(cluster=CLUSTER, url=broker.url, auto_tick=False,
+                           audit=MemoryAudit(), operator="t")
+        try:
+            async with app.run_test(size=(160, 48)) as pilot:
+                await eventually(lambda: (app.tick(), any(
+                    a.op.value == "rebirth" for a in app.session.state.acks))[1],
+                    timeout=30, message="the agents' answers to the rebirth asks")
+                await pilot.pause()
+                assert isinstance(app.screen, OverviewScreen)
+                app.refresh_view()
+                await pilot.pause()
+                text = "\n".join(str(w.render()) for w in app.screen.query("#problems"))
+                assert "no node listed: the broker most likely drops the nodes' births" in text
+                assert "heard from yet" not in text, text
+        finally:
+            stop_process(sim)

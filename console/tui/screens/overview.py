@@ -204,7 +204,7 @@ class OverviewScreen(FleetView):
         shown = (self.fleet.shown_revision, limit, tuple(state.jobs.values()), link,
                  state.blind, self.size.width, self.fleet.other_clusters,
                  int(now // CLOCK_REFRESH_S), self.fleet.quiet_s(now) is None,
-                 self.fleet.session.burst_cut)
+                 self.fleet.session.burst_cut, len(state.births_unheard))
         if shown != self._shown:
             self._shown = shown
             self._update_summary(limit)
@@ -302,6 +302,9 @@ class OverviewScreen(FleetView):
             return "unknown: no node in what this console has seen yet"
         if feed.conn.state != "connected":
             return f"unknown: {self._not_connected()}; no node heard yet"
+        dropped = self.fleet.session.state.births_dropped_text()
+        if dropped:
+            return f"unknown: no node listed: {esc(dropped)}"
         others = self.fleet.other_clusters
         seen = (f"; clusters seen there: {esc(', '.join(others[:5]))} (wrong --cluster?)"
                 if others else "")
