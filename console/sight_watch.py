@@ -62,6 +62,9 @@ class SightWatch:
         """The clock that never steps, beside a real wall clock (an injected one, a test's,
         has none unless given): tells a stepped wall clock from a process that did not run."""
         self._ticked_steady: float | None = None
+        self._resumed_at: float | None = None
+        """When this console last ran again after not running (``watch``): the broker's
+        silence counts from then, as the nodes' does."""
         self._was_up = False
         self._mute_connects: int | None = None
         """The link's ``connects`` when sight was lost to a broker that stopped answering,
@@ -108,6 +111,7 @@ class SightWatch:
                                      else "this host's clock was stepped forward")
                     state.regain_sight(now, STALL_GRACE_S)
                 if stalled:
+                    self._resumed_at = now
                     self._note(f"this console did not run for {ran:.0f} s (stopped, suspended "
                                "or starved of CPU): no node is judged stale for that time",
                                severity="warn", kind="connection", keep=True)
@@ -118,6 +122,7 @@ class SightWatch:
             # collector resumed after 33 s published every node stale (a scale-out audit).
             state.lose_sight(last, f"this console did not run for {now - last:.0f} s")
             state.regain_sight(now, STALL_GRACE_S)
+            self._resumed_at = now
             self._note(f"this console did not run for {now - last:.0f} s (stopped, suspended "
                        "or starved of CPU): no node is judged stale for that time",
                        severity="warn", kind="connection", keep=True)
@@ -135,6 +140,12 @@ class SightWatch:
         # the broker's answer comes about once a keepalive, a tick late on a busy loop. Half
         # a keepalive more is a ping unanswered (gmqtt drops the link at twice it).
         heard = feed.broker_heard_s() if feed.conn.state == "connected" else None
+        if heard is not None and self._resumed_at is not None:
+            # Not before this console ran again: what the broker sent meanwhile waits unread
+            # in the socket. A console SIGSTOPped 28 s said "broker connection lost (the
+            # broker has not answered for 28 s (hung?))" the tick it resumed, then "back
+            # after 29 s", beside its own "did not run for 28 s" (2026-12-07 drill).
+            heard = min(heard, max(0.0, now - self._resumed_at))
         mute = heard is not None and heard > MUTE_AFTER_KEEPALIVES * feed.keepalive
         # Until then, a quiet broker is asked for a sign of life at once, and a node's silence
         # counts only up to its last word (``FleetState.broker_word_at``): one SIGSTOPped
