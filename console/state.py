@@ -1635,7 +1635,10 @@ class FleetState:
         if sched is not None and not sched.online and self.scheduler_since >= at - WILL_BURST_S:
             self.scheduler_will_doubted = True  # the broker's shutdown sent it, as the nodes'
         for st in self.nodes.values():
-            if st.online is False and st.status_ts >= at - WILL_BURST_S:
+            # A goodbye (``stopped``) is the agent's own, never a will the broker sends: taken
+            # back, a node stopped a second before the broker was killed read online and
+            # stopped, then stale, "check the agent" (a 2026-12-07 drill).
+            if st.online is False and not st.stopped and st.status_ts >= at - WILL_BURST_S:
                 st.online = True  # its will was the broker's shutdown (WILL_BURST_S)
                 self.shutdown_wills += 1
             # What a node does while this console hears nothing is not seen: a change its

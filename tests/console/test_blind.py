@@ -41,6 +41,22 @@ def _fleet(n: int = 8) -> tuple[ConsoleSession, Ingest, list[FakeNode]]:
     return session, ingest, nodes
 
 
+def test_a_goodbye_just_before_the_loss_is_no_will_of_the_broker_shutdown() -> None:
+    """A will received within ``WILL_BURST_S`` of the loss is taken for the shutting-down
+    broker's, and its node kept online. An agent's own goodbye (``stopped``: SIGTERM, a
+    deployment) is no will the broker sends: taken back, the stopped node read online and
+    stopped at once, and went stale, "check the agent" (2026-12-07 drill: an agent stopped,
+    then the broker killed a second later)."""
+    session, ingest, nodes = _fleet(2)
+    node = nodes[0]
+    node.feed(ingest, node.agent.status(online=False, stopped=True), Kind.STATUS, rx=T0 + 1)
+    session.tick(T0 + 1)
+    st = session.state.nodes[node.node_id]
+    assert st.online is False and st.stopped
+    session.state.lose_sight(T0 + 1.5)  # the broker gone half a second after the goodbye
+    assert st.online is False and st.stopped
+
+
 def test_no_node_goes_stale_while_the_console_is_cut_off_nor_until_the_agents_are_back() -> None:
     session, _ingest, nodes = _fleet()
     state = session.state
