@@ -1782,6 +1782,11 @@ class FleetState:
             # keyframe ask they wait for in their clock (``ClockWatch.on_node_clock``).
             if (keyless := self.nodes.get(node_id)) is not None and keyless.digest is None:
                 self.clocks.note(node_id, rx, ts)
+                # Its deltas are what ``talks`` reads (``awaiting``): judged now, not at the
+                # next full pass up to FULL_JUDGE_EVERY_S on (it read "sent no telemetry"
+                # for 8.5 s after its first delta), and not by a look-up per node per pass.
+                keyless.judge_key = ()
+                changed.add(node_id)
         for node_id, (rx, digest) in batch.digests.items():
             if raw_mode and (raw := self.nodes.get(node_id)) is not None and raw.born_raw:
                 continue
@@ -2309,7 +2314,6 @@ class FleetState:
         # digests, each of them judged every digest period (a review).
         bridge = self.bridge
         holds = bridge is not None and not bridge.up and not bridge.cluster_side
-        unkeyed = self.malformed.awaiting_keyframe
         for st in visit:
             if gap is not None:  # only right after a broker restart (``status``)
                 blind = self.unheard(st)
@@ -2345,11 +2349,6 @@ class FleetState:
                 window = STALE_INTERVALS * st.interval_s
             if (st.judged and key == st.judge_key and not st.stale and st.online is not False
                     and st.duplicate_at is None and heard is not None and st.settle_until is None
-                    # Deltas heard for a keyframe it lacks: ``talks`` is read from them. A
-                    # node on --interval 10 never sampled was skipped until stale (30 s), and
-                    # a viewer's status ended its watch at 21.6 s with the node "sent no
-                    # telemetry", not waiting on for its periodic keyframe (a newcomer's run).
-                    and unkeyed.get(st.node_id) == st.awaiting
                     and (st.reported is st.verdict
                          or (st.reported is None and st.waiting))
                     and (now - heard if blind is None else unseen_s(heard, now, blind))

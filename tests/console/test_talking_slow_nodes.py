@@ -47,3 +47,37 @@ def test_a_node_on_a_10_s_interval_heard_talking_is_due_its_keyframe():
     assert st.sample is None  # no keyframe: nothing read yet
     assert st.talks and st.verdict_shown == "waiting", (st.awaiting, st.verdict_shown)
     assert keyframe_due(state, now[0] - start) == [NODE]
+
+
+def test_a_nodes_first_delta_without_its_keyframe_is_read_as_talk_in_its_own_tick():
+    """The incremental pass judges it at once: it was left to the full pass up to
+    ``FULL_JUDGE_EVERY_S`` later, and read "sent no telemetry" for 8.5 s after its delta."""
+    now = [1_000_000.0]
+    agent = NodeAgent(cluster=CLUSTER, node_id=NODE, source=SimNode(NODE, seed=1),
+                      url=BrokerURL("127.0.0.1", 1), interval_s=INTERVAL_S,
+                      clock=lambda: now[0])
+    agent.bd_seq = agent._next_bd_seq()
+    ingest = Ingest(CLUSTER)
+    state = FleetState(CLUSTER, ingest.malformed)
+
+    def feed(kind: Kind, payload: bytes) -> None:
+        ingest.handle(topic_for(CLUSTER, kind, NODE), payload, now[0])
+
+    agent.telemetry_payload()  # its keyframe went before this reader came
+    start = now[0]
+    feed(Kind.BIRTH, codec.encode(agent.birth()))
+    feed(Kind.STATUS, codec.encode(agent.status(True)))
+    state.apply(ingest.take_batch(), now[0])
+    seen = []
+    for tick in range(1, 8):
+        now[0] = start + tick * 0.5
+        if tick == 3:
+            feed(Kind.TELEMETRY, agent.telemetry_payload())
+        state.apply(ingest.take_batch(), now[0])
+        seen.append(state.nodes[NODE].talks)
+    assert seen == [False, False, True, True, True, True, True]
+    rev = state.nodes[NODE].revision
+    now[0] += 0.5
+    feed(Kind.TELEMETRY, agent.telemetry_payload())
+    state.apply(ingest.take_batch(), now[0])
+    assert state.nodes[NODE].revision > rev  # its row's "N deltas" is drawn again
