@@ -215,18 +215,24 @@ def _tls_files_problem(ca: str | None, cert: str | None, key: str | None,
     except _Encrypted:
         return ""
     except ssl.SSLError as err:
-        if err.reason == "KEY_VALUES_MISMATCH":
+        if not _holds(cert, b"-----BEGIN CERTIFICATE-----"):
+            return f"{named['--cert']} {cert} holds no PEM certificate"
+        # A key of another type than the certificate's (an EC key beside an RSA certificate)
+        # is OpenSSL's NO_CERTIFICATE_ASSIGNED, not KEY_VALUES_MISMATCH: it read "holds no
+        # PEM private key" of a PEM private key (a review).
+        if err.reason == "KEY_VALUES_MISMATCH" or _holds(key, b" PRIVATE KEY-----"):
             return (f"{named['--key']} {key} is not the key of {named['--cert']} {cert} (give "
                     "the key made with that certificate)")
-        try:
-            with open(cert, "rb") as f:
-                is_cert = b"-----BEGIN CERTIFICATE-----" in f.read()
-        except OSError:
-            is_cert = False
-        if not is_cert:
-            return f"{named['--cert']} {cert} holds no PEM certificate"
         return f"{named['--key']} {key} holds no PEM private key"
     return ""
+
+
+def _holds(path: str, marker: bytes) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return marker in f.read()
+    except OSError:
+        return False
 
 
 def tls_context(url: BrokerURL) -> ssl.SSLContext:

@@ -21,6 +21,8 @@ def pki(tmp_path_factory) -> Path:
                    check=True, capture_output=True)
     subprocess.run(["openssl", "genrsa", "-out", str(work / "other.key"), "2048"], check=True,
                    capture_output=True)
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
+                    str(work / "ec.key")], check=True, capture_output=True)
     (work / "notes.txt").write_text("not a certificate\n")
     return work
 
@@ -35,6 +37,10 @@ def pki(tmp_path_factory) -> Path:
      "--key {d}/notes.txt holds no PEM private key."),
     (["--ca", "ca.crt", "--cert", "client1.crt", "--key", "other.key"],
      "--key {d}/other.key is not the key of --cert {d}/client1.crt"),
+    # A key of another type (OpenSSL's NO_CERTIFICATE_ASSIGNED): it read "holds no PEM
+    # private key" of one.
+    (["--ca", "ca.crt", "--cert", "client1.crt", "--key", "ec.key"],
+     "--key {d}/ec.key is not the key of --cert {d}/client1.crt"),
 ])
 @pytest.mark.parametrize("command", [["status", "--wait", "1"], ["agent", "--check-config"]])
 def test_a_tls_file_of_the_wrong_kind_is_one_sentence_naming_it(pki, files, said, command):
