@@ -330,7 +330,7 @@ def _add_broker(p: argparse.ArgumentParser, several: bool = False) -> None:
     p.add_argument("--cert", metavar="FILE", help="client certificate for mutual TLS")
     p.add_argument("--key", metavar="FILE", help="client key for mutual TLS")
     p.add_argument("--command-key", metavar="FILE",
-                   default=os.environ.get("FLEETDECK_COMMAND_KEY_FILE"),
+                   default=_env_default("FLEETDECK_COMMAND_KEY_FILE", "") or None,
                    help="sign commands with this key (agents configured with it obey only "
                    "signed commands; default $FLEETDECK_COMMAND_KEY_FILE)")
     p.add_argument(
@@ -518,7 +518,17 @@ def _audit_log(args: argparse.Namespace, url: "BrokerURL", command: str,
 def _command_key(args: argparse.Namespace) -> bytes | None:
     from fleetdeck.protocol.signing import load_key
 
-    return load_key(args.command_key) if args.command_key else None
+    path = args.command_key
+    if not path:
+        return None
+    try:
+        return load_key(path)
+    except UserError as err:
+        if isinstance(path, _FromEnv):
+            # A cron's `status` that never gave --command-key read "cannot read command key
+            # /etc/…", a key it did not know it had (a review).
+            raise UserError(f"{str(err).rstrip('.')} (from ${path.name}).") from None
+        raise
 
 
 def _add_wire(p: argparse.ArgumentParser) -> None:

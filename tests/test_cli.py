@@ -512,3 +512,20 @@ def test_command_key_help_says_which_commands_sign_with_it():
     for name in ("console", "serve", "status", "drain", "resume", "restart-job", "retire",
                  "collect"):
         assert str(helps[name]).startswith("sign commands with this key"), (name, helps[name])
+
+
+def test_a_command_key_from_the_environment_that_cannot_be_read_names_the_variable(
+        monkeypatch, tmp_path):
+    """A cron's ``status`` that never gave --command-key read "cannot read command key …" of a
+    file it did not know it had: the sentence says where the path came from, as the TLS files'
+    do."""
+    monkeypatch.setenv("FLEETDECK_COMMAND_KEY_FILE", str(tmp_path / "gone.key"))
+    for command in (["status", "--wait", "1"], ["retire", "gpu0001"], ["serve"]):
+        res = run_cli(*command, "--broker", "mqtt://127.0.0.1:9")
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.strip().splitlines() == [
+            f"fleetdeck {command[0]}: cannot read command key {tmp_path}/gone.key: No such file "
+            "or directory (from $FLEETDECK_COMMAND_KEY_FILE)."], res.stderr
+    given = run_cli("status", "--wait", "1", "--broker", "mqtt://127.0.0.1:9",
+                    "--command-key", str(tmp_path / "other.key"))
+    assert "(from $" not in given.stderr and "other.key" in given.stderr, given.stderr
