@@ -515,7 +515,12 @@ def _audit_log(args: argparse.Namespace, url: "BrokerURL", command: str,
     return str(path)
 
 
-def _command_key(args: argparse.Namespace) -> bytes | None:
+def _command_key(args: argparse.Namespace, *, watch_only: bool = False) -> bytes | None:
+    """The command key to sign with, or None. ``watch_only``: a command that only watches
+    (``status``: its keyframe asks are the only thing it signs) goes on unsigned, with one
+    warning, when the key it inherited from the environment cannot be read: a read-only
+    monitoring cron stopped at exit 2 over a signing key it never asked for (a review). A key
+    given with --command-key is refused as for every command."""
     from fleetdeck.protocol.signing import load_key
 
     path = args.command_key
@@ -527,7 +532,13 @@ def _command_key(args: argparse.Namespace) -> bytes | None:
         if isinstance(path, _FromEnv):
             # A cron's `status` that never gave --command-key read "cannot read command key
             # /etc/…", a key it did not know it had (a review).
-            raise UserError(f"{str(err).rstrip('.')} (from ${path.name}).") from None
+            said = f"{str(err).rstrip('.')} (from ${path.name})"
+            if watch_only:
+                print(f"fleetdeck: {said}; watching unsigned (agents that obey only signed "
+                      "commands answer no keyframe ask: nodes they run may read waiting "
+                      "until their periodic keyframe).", file=sys.stderr)
+                return None
+            raise UserError(f"{said}.") from None
         raise
 
 
@@ -1312,7 +1323,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     return run_status(_url(args), args.cluster, args.wait, args.json, digests=args.digests,
                       fail_on=args.fail_on, every_node=args.every_node,
-                      command_key=_command_key(args))
+                      command_key=_command_key(args, watch_only=True))
 
 
 def cmd_console(args: argparse.Namespace) -> int:

@@ -520,7 +520,18 @@ def test_a_command_key_from_the_environment_that_cannot_be_read_names_the_variab
     file it did not know it had: the sentence says where the path came from, as the TLS files'
     do."""
     monkeypatch.setenv("FLEETDECK_COMMAND_KEY_FILE", str(tmp_path / "gone.key"))
-    for command in (["status", "--wait", "1"], ["retire", "gpu0001"], ["serve"]):
+    # status only watches: it goes on unsigned, saying so once, to the broker's own answer
+    # (here none: exit 2 for the broker, not for the key it never asked for).
+    watch = run_cli("status", "--wait", "1", "--broker", "mqtt://127.0.0.1:9")
+    lines = watch.stderr.strip().splitlines()
+    assert watch.returncode == 2 and len(lines) == 2, watch.stderr
+    assert lines[0] == (
+        f"fleetdeck: cannot read command key {tmp_path}/gone.key: No such file or directory "
+        "(from $FLEETDECK_COMMAND_KEY_FILE); watching unsigned (agents that obey only signed "
+        "commands answer no keyframe ask: nodes they run may read waiting until their "
+        "periodic keyframe)."), watch.stderr
+    assert "127.0.0.1:9" in lines[1] and "command key" not in lines[1], watch.stderr
+    for command in (["retire", "gpu0001"], ["serve"]):
         res = run_cli(*command, "--broker", "mqtt://127.0.0.1:9")
         assert res.returncode == 2, res.stderr
         assert res.stderr.strip().splitlines() == [
