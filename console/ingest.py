@@ -333,7 +333,8 @@ class Ingest:
         """Set by the feed while it hands on a message the broker sent retained (at subscribe:
         a 3.1.1 subscriber gets the flag on nothing else, ``LiveFeed.hand``)."""
         self._job_newest: OrderedDict[str, int] = OrderedDict()
-        """Job id -> the newest ``ts`` of its statuses heard (``_replayed``)."""
+        """Job id -> the ``ts`` of its status heard live last, or a newer one heard retained
+        (``_replayed``)."""
         self._born: dict[str, int] = {}
         self._ended: dict[str, int] = {}
         """Node id -> the bdSeq of its latest birth, and of its latest session heard ended (an
@@ -373,7 +374,10 @@ class Ingest:
             newest = self._job_newest.get(subject)
             if retained and newest is not None and msg.ts < newest:
                 return f"job {subject}'s status of {newest - msg.ts} ms before the one heard"
-            if newest is None or msg.ts > newest:
+            # A live status is the scheduler's word now, whatever its clock: one whose clock
+            # went back, or a simulator restarted (job ids again from 4101, ts from its epoch),
+            # kept the largest ts ever, and its later statuses, retained, read as replays.
+            if newest is None or msg.ts > newest or not retained:
                 self._job_newest[subject] = msg.ts
                 self._job_newest.move_to_end(subject)
                 if len(self._job_newest) > REPLAY_MEMORY:
