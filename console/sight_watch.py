@@ -82,6 +82,12 @@ class SightWatch:
         timeline says why the times around it do not follow on."""
         ingest.clock_stepped()
         state.clocks.stepped(now, step)
+        # Moments of the old clock measured against the new one: a step back of 10 min after
+        # a resume read the broker's silence "0 s", and pinged it never, for 10 min; a broker
+        # hung then was not said hung until its link dropped.
+        if self._resumed_at is not None:
+            self._resumed_at += step
+        self._pinged_at += step
         way = "forward" if step > 0 else "back"
         self._note(f"this host's clock was stepped {way} by {abs(step):.0f} s (NTP, or set by "
                    "hand): times before it are of the old clock; delays and node clock offsets "
