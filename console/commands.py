@@ -22,8 +22,9 @@ from typing import Any
 from fleetdeck.console.audit import UNKNOWN, AuditRecord
 from fleetdeck.console.health import Severity, Verdict
 from fleetdeck.console.judgements import (
+    drain_now_advised,
     failed_job,
-    held_only_since,
+    failed_under_job,
     holding_job,
     job_reason,
     never_fits,
@@ -763,10 +764,10 @@ def suggested_drain_mode(state: FleetState, targets: Iterable[str]) -> DrainMode
     The drain dialog opens on it: it opened on finish for a failed node under a job, against
     the console's own advice (an operator's walkthrough)."""
     busy = [st for n in targets if (st := state.nodes.get(n)) is not None
-            and st.sample is not None and st.sample.job is not None]
-    # A node failed only by N2's hour with its links up is told to drain (finish): its job runs.
-    if busy and all(st.verdict is Verdict.FAILED and st.online is not False
-                    and held_only_since(st) is None for st in busy):
+            and failed_under_job(st, state) is not None]
+    # The node's own action's mode (``drain_now_advised``): a node failed only by N2's hour
+    # with its links up, or under a one-node job that steps on, is told to drain (finish).
+    if busy and all(drain_now_advised(st, state) for st in busy):
         return DrainMode.NOW
     return DrainMode.FINISH
 

@@ -2306,6 +2306,39 @@ def recommended_action(st: NodeState, state: FleetState | None = None) -> str:
     return action
 
 
+def failed_under_job(st: NodeState, state: FleetState | None) -> str | None:
+    """The job a failed node's drain would requeue: its own (``own_job``, the ``job`` of
+    ``status --json``), not one the scheduler says ended or requeued elsewhere. Read off the
+    sample alone, "drain --now (requeue its jobs from their checkpoint)" was said of a node
+    whose job had failed (F), beside ``"job": null``, and the drain dialog opened on now."""
+    if state is None:
+        return st.job_id
+    return own_job(st, state)
+
+
+def _stepping_alone(st: NodeState, jid: str, state: FleetState | None) -> JobStatus | None:
+    """``jid`` when it runs on ``st`` alone and steps on over its ports' faults (its ranks
+    reduce over NVLink, ``sick_nodes``): drained in finish mode, not requeued."""
+    job = state.jobs.get(jid) if state is not None else None
+    if (state is None or job is None or len(job.nodes) != 1
+            or job.state.value not in ("R", "CG") or not _ports_only(st)
+            or sick_nodes(job, state)):
+        return None
+    return job
+
+
+def drain_now_advised(st: NodeState, state: FleetState) -> bool:
+    """Whether the node's action (``_node_action``) drains it --now: failed, under a job
+    (``failed_under_job``) it holds up, not failed only by N2/N3's hour on links up again
+    (``held_only_since``: told to drain it in finish mode). The drain dialog opens on this
+    mode (``commands.suggested_drain_mode``): it opened on now for a one-node job's node told
+    "drain it (finish: …)", and would have requeued a job stepping at full speed (a review)."""
+    if st.verdict is not Verdict.FAILED or st.online is False or held_only_since(st) is not None:
+        return False
+    jid = failed_under_job(st, state)
+    return jid is not None and _stepping_alone(st, jid, state) is None
+
+
 def _node_action(st: NodeState, state: FleetState | None) -> str:
     v = st.verdict.value
     rules = {f.rule for f in st.all_findings}
@@ -2378,16 +2411,15 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
             # Its job still runs (drain mode finish): repairing now would kill it.
             return (f"draining: once its jobs have finished (or drain --now to requeue them "
                     f"from their checkpoint now), {step}, then resume")
-        if st.sample is not None and st.sample.job is not None:
-            job = state.jobs.get(st.sample.job.id) if state is not None else None
-            if (state is not None and job is not None and len(job.nodes) == 1
-                    and job.state.value in ("R", "CG") and _ports_only(st)
-                    and not sick_nodes(job, state)):
+        jid = failed_under_job(st, state)
+        if jid is not None:
+            alone = _stepping_alone(st, jid, state)
+            if alone is not None:
                 # Its one-node job reduces over NVLink and steps on (``sick_nodes``): "requeue
                 # its jobs" told the on-call to throw away the work of a job the jobs view
                 # said nothing held up (a review). A drain in finish mode lets it end.
-                return (f"drain it (finish: job {job.job_id}, on this node alone, reduces over "
-                        f"NVLink and steps on), then, once it has finished, {step}")
+                return (f"drain it (finish: job {alone.job_id}, on this node alone, reduces "
+                        f"over NVLink and steps on), then, once it has finished, {step}")
             # "--now", the mode's word on the command line: "drain (requeue ...)" typed as
             # `fleetdeck drain NODE --reason …` drains in finish mode, Slurm's DRAIN, and the
             # job ran on over the failed node (a fault drill: an NVLink fault under a job).

@@ -1677,6 +1677,38 @@ def test_a_failed_node_under_a_one_node_job_it_does_not_hold_up_is_drained_in_fi
     two = recommended_action(state.nodes["gpu0005"], state)
     assert two.startswith("drain --now (requeue its jobs from their checkpoint), then check "
                           "mlx5_ib1")
+    # The drain dialog opens on the mode each action names: it opened on now for the one-node
+    # job's node told "drain it (finish: …)", a requeue of a job stepping at full speed.
+    from fleetdeck.console.commands import suggested_drain_mode
+    from fleetdeck.protocol.messages import DrainMode
+
+    assert suggested_drain_mode(state, ["gpu0003"]) is DrainMode.FINISH
+    assert suggested_drain_mode(state, ["gpu0005"]) is DrainMode.NOW
+
+
+def test_a_failed_node_whose_job_already_failed_is_not_told_to_requeue_it():
+    """The node's sample still names job 41, which the scheduler says failed (F): "drain --now
+    (requeue its jobs from their checkpoint)" beside ``"job": null`` in the same node's JSON,
+    and the drain dialog opened on now, for a job nothing can requeue by a drain (a review)."""
+    from fleetdeck.console.commands import suggested_drain_mode
+    from fleetdeck.protocol.messages import DrainMode, JobState
+
+    session = session_with(
+        {"gpu0003": with_job(port_down("mlx5_ib5"), "41")},
+        jobs=[lambda c: job_status("41", ["gpu0003", "gpu0004"], c, state=JobState.F)])
+    state = session.state
+    [node] = [n for n in fleet_summary(state, session.clock())["nodes"] if n["id"] == "gpu0003"]
+    assert node["verdict"] == "failed" and node["job"] is None
+    assert node["action"].startswith("drain (no job on it), then check mlx5_ib5:1"), node
+    assert suggested_drain_mode(state, ["gpu0003"]) is DrainMode.FINISH
+    # Running, the same node is told to requeue it, and the dialog opens on now.
+    session = session_with(
+        {"gpu0003": with_job(port_down("mlx5_ib5"), "41")},
+        jobs=[lambda c: job_status("41", ["gpu0003", "gpu0004"], c)])
+    [node] = [n for n in fleet_summary(session.state, session.clock())["nodes"]
+              if n["id"] == "gpu0003"]
+    assert node["job"] == "41" and node["action"].startswith("drain --now (requeue"), node
+    assert suggested_drain_mode(session.state, ["gpu0003"]) is DrainMode.NOW
 
 
 def test_a_straggler_power_capped_by_software_is_said_to_be_and_told_to_check_the_limit():
