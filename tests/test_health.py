@@ -202,10 +202,25 @@ def test_g11_a_replay_rate_about_the_line_is_one_degraded_held_a_minute(counted_
     assert _changes(verdicts) == [(over[0], Verdict.DEGRADED), (over[-1] + 61, Verdict.OK)]
     held = [f for f in verdicts[over[-1] + 30][1] if f.rule == "G11"]
     assert len(held) == 1 and re.fullmatch(
-        r"G11 gpu0: PCIe replay up to 3[23]/min within the last minute \(> 31/min\)",
+        r"G11 gpu0: PCIe replay over 31/min within the last minute \(peak 3[23]/min\)",
         str(held[0])), held
     # A fixed text while held (the node's findings are not republished each second).
     assert verdicts[over[-1] + 60][1] == verdicts[over[-1] + 1][1]
+
+
+def test_g11_held_does_not_date_a_storms_peak_to_the_last_minute():
+    """1,200 replays/min for 90 s, then 40/min for 5 min, then none: held, G11 said "PCIe
+    replay up to 1200/min within the last minute" of a minute that held 40 at most, the 1,200
+    six minutes old (a review). The peak is the hold's, the last minute's only "over 31"."""
+    total, edits = 0, []
+    for i in range(90 + 300 + 100):
+        total += 20 if i < 90 else (2 if i % 3 == 0 else 0) if i < 390 else 0
+        edits.append({"pcie_replay_total": total})
+    verdicts = _verdicts(edits)
+    changes = _changes(verdicts)
+    assert [v for _, v in changes] == [Verdict.DEGRADED, Verdict.OK], changes
+    [held] = [f for f in verdicts[changes[1][0] - 5][1] if f.rule == "G11"]
+    assert held.text == "PCIe replay over 31/min within the last minute (peak 1220/min)", held
 
 
 def test_precheck_refuses_while_g11_holds():
