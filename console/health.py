@@ -253,6 +253,11 @@ class PortHistory(msgspec.Struct, gc=False):
     first_sample_ms: int = 0
     """Sample time of this console's first sample of the port (0: none yet): how long its
     counters have been watched here, whatever the store put back (``watched_ms``)."""
+    symbol_fast_ms: int | None = None
+    """Sample time of the last sample whose symbol error rate was over ``SYMBOL_ERR_PER_S``:
+    N4 holds its warning ``N4_HOLD_MS`` after it (``symbol_held``), as it does receive errors.
+    A storm about the line at its start read ok/degraded every other second for ~10 s before
+    N3's hour failed the node (a fault audit)."""
     storm_hour: int = 0
     """Symbol errors in the hour before ``symbol_error`` saturated while N3 held, 0 if it did
     not: a storm that goes on no longer moves the counter, so N3 holds with this figure while
@@ -263,6 +268,11 @@ class PortHistory(msgspec.Struct, gc=False):
         return (self.symbol_rate > SYMBOL_ERR_PER_S or self.ler_minute.total > LER_PER_MIN
                 or (self.rcv_err_last_ms is not None
                     and now_ms - self.rcv_err_last_ms <= N4_HOLD_MS))
+
+    def symbol_held(self, now_ms: int) -> bool:
+        """Whether N4's symbol-rate warning holds at ``now_ms`` (``symbol_fast_ms``)."""
+        fast = self.symbol_fast_ms
+        return fast is not None and now_ms - fast <= N4_HOLD_MS
 
     def escalated(self) -> int:
         """N4 episodes in the last hour when they are enough to drain, else 0."""
@@ -473,6 +483,7 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
             h.ler_minute = Window.of(60)
             h.rcv_err_last_ms = None
             h.symbol_rate = 0.0
+            h.symbol_fast_ms = None
             h.n4_last_ms = None
             h.episodes = None
             h.storm_hour = 0  # a saturated counter still says so (N6) until it is cleared
@@ -610,6 +621,8 @@ class NodeHistory(msgspec.Struct, gc=False, eq=False):
             sym = _delta(cur[_SYM], old[_SYM])
             h.symbol_hour.add(now, sym)
             h.symbol_rate = sym / dt_s
+            if h.symbol_rate > SYMBOL_ERR_PER_S:
+                h.symbol_fast_ms = now  # n4() holds too: the node is not settled before it ends
             if (sym and cur[_SYM] == _SYMBOL_ALL_ONES
                     and h.symbol_hour.total > SYMBOL_ERR_PER_HOUR):
                 h.storm_hour = h.symbol_hour.total
@@ -1081,7 +1094,7 @@ def still_healthy(birth: Birth | None, t: Telemetry, hist: NodeHistory) -> bool:
         if ph is None:
             continue
         if (ph.symbol_hour.total > SYMBOL_ERR_PER_HOUR or ph.n4(now) or ph.escalated()
-                or ph.saturated or ph.storm_hour):
+                or ph.symbol_held(now) or ph.saturated or ph.storm_hour):
             return False
         if ph.last_fatal_ms:
             for ts in ph.last_fatal_ms.values():
@@ -1382,6 +1395,12 @@ def _port_findings(p: IbPortSample, h: PortHistory | None, now_ms: int,
     elif h.symbol_rate > SYMBOL_ERR_PER_S:
         out.append(Finding("N4", Severity.WARN, c, f"{h.symbol_rate:.0f} symbol errors/s "
                                                    f"(> {SYMBOL_ERR_PER_S:.0f}/s)"))
+    elif h.symbol_held(now_ms):
+        # Held a minute, with a fixed text (as G11, G12): a storm's rate about the line read
+        # ok/degraded every other second until N3's hour took over (a fault audit).
+        out.append(Finding("N4", Severity.WARN, c, f"symbol errors over "
+                                                   f"{SYMBOL_ERR_PER_S:.0f}/s within the last "
+                                                   "minute"))
     if h.ler_minute.total > LER_PER_MIN:
         out.append(Finding("N4", Severity.WARN, c, f"{h.ler_minute.total} link recoveries/min "
                                                    f"(> {LER_PER_MIN}/min)"))

@@ -233,6 +233,27 @@ def test_precheck_refuses_while_g11_holds():
         assert not still_healthy(birth, t, hist)
 
 
+def test_n4_a_symbol_rate_about_the_line_at_a_storms_start_is_one_degraded_held_a_minute():
+    """A storm's first seconds at 8-12 symbol errors/s, about N4's 10/s: the node read
+    ok/degraded every other second until N3's hour took over, each a timeline line and a store
+    row (a fault audit). N4 holds a minute after the last sample over the line, with a fixed
+    text; the healthy pre-check refuses while it holds."""
+    node, hist = FakeNode(), NodeHistory()
+    birth = node.birth()
+    total, verdicts = 0, []
+    for i in range(100):
+        total += (12 if i % 2 else 8) if 1 <= i <= 10 else 0  # 100 in all: no N3
+        t = port(node.telemetry(), 4, symbol_error=total)
+        hist.update(t)
+        found = evaluate(birth, t, hist)
+        verdicts.append((combine(found), found))
+        assert not (found and still_healthy(birth, t, hist)), (i, found)
+    assert _changes(verdicts) == [(1, Verdict.DEGRADED), (70, Verdict.OK)], _changes(verdicts)
+    assert [str(f) for f in verdicts[2][1]] == [
+        "N4 mlx5_ib4:1: symbol errors over 10/s within the last minute"]
+    assert verdicts[69][1] == verdicts[10][1]  # one text while held
+
+
 def test_clock_event_names():
     assert describe_clock_events(0x41) == "idle, hw thermal"
     assert describe_clock_events(0) == "none"
