@@ -243,7 +243,7 @@ def _recurred(st: NodeState) -> fast.DigestRecurrence | None:
     cleared, again = r
     return fast.DigestRecurrence(
         cleared_ms=max(0, round(cleared * 1000)),
-        after_s=round(max(0.0, (st.changed_at or cleared) - cleared), 3),
+        after_s=round(st.recurred_after_s(), 3),
         findings=tuple(again)[:MAX_DIGEST_FINDINGS])
 
 

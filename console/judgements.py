@@ -37,6 +37,7 @@ from fleetdeck.console.health import (
 from fleetdeck.console.state import (
     AGENT_RECONNECT_S,
     FAILING_STATES,
+    HELD_STEADY_S,
     HOLDING_NODES,
     JOB_WINDOW_S,
     RECONNECT_LOOP,
@@ -98,9 +99,6 @@ in 24 h): such a node holds no job up (``sick_nodes``), though it stays failed u
 and repaired."""
 SYMBOL_QUIET_S = 300
 """How long a port must have had no symbol error for N3 to read as past (``_symbols_quiet``)."""
-HELD_STEADY_S = 60
-"""How long a port held only by ``HELD_RULES`` must have been up, its fatal counters still,
-before its node reads as repaired (``held_only_since``)."""
 RECOVERED = f"recovered, errors in the last {FATAL_WINDOW_S / 60:.0f} min"
 """What every view says of a suspected switch whose ports are all up again (SuspectSwitch)."""
 
@@ -2247,8 +2245,7 @@ def _recurred_after_s(st: NodeState) -> float:
         # The collector's: this console's ``changed_at`` is when it first read the failure,
         # a tick later or, started since, long after the fault came back.
         return d.recurred.after_s
-    cleared = st.recurred[0]
-    return max(0.0, (st.changed_at or cleared) - cleared)
+    return st.recurred_after_s()
 
 
 def recurrence(st: NodeState) -> dict[str, object] | None:

@@ -222,6 +222,10 @@ _TALKS_RE = re.compile(r"^\d+ " + re.escape(_TALKS).replace(re.escape("{s}"), "s
 RECUR_S = 24 * 3600.0
 """A failure that is the one before it again within this long of its clearing recurs (a GPU
 that fails the same way a day after its reset is the same bad GPU)."""
+HELD_STEADY_S = 60
+"""How long a port held only by N2/N3's hour must have been up, its fatal counters still,
+before its node reads as repaired (``judgements.held_only_since``) and its fault as cleared
+(``NodeState.quieted``)."""
 RECONNECT_LOOP = "its agent reconnects again and again"
 """Said by H2 of a node whose agent opens session after session with no sample between
 (``NodeState.births_unsampled``); ``judgements.recommended_action`` reads it."""
@@ -415,11 +419,21 @@ class NodeState(msgspec.Struct, gc=False):
     """When its drain findings of its own hardware were last all gone (repaired, or its
     fault's window ended), whatever its verdict then (ok, or degraded by a warning left over),
     with the failure's ``failing``, each GPU's with its uuid (``_part_ids``)."""
+    quieted: tuple[float, frozenset[str]] | None = None
+    """(when, ``failing``'s parts as ``cleared`` names them) since its drain findings were all
+    N2's hour, its links up again: held ``HELD_STEADY_S``, the fault had cleared, and a part
+    of it back is a recurrence (``_note_recurrence``). Its link down again while N2 held the
+    node read as the first failure, "reseat or replace its cable", not the replacement (a
+    fault audit)."""
     recurred: tuple[float, tuple[str, ...]] | None = None
     """(when it had cleared, the drain findings that came back) of a failure that is the one
     before it again within ``RECUR_S`` of its clearing, until it clears: a part that fails
     again after its repair is for replacing, not for the same repair
     (``judgements.recommended_action``)."""
+    recurred_at: float | None = None
+    """When ``recurred``'s parts failed again. ``changed_at`` dated it, the node's change to
+    failed: a fault back on a node failed already (by another part, or by N2's hour) read
+    "came back 0 s after it cleared" (a review)."""
     before_spell: tuple[float, Verdict, bool] | None = None
     """``changed_at``, ``changed_to`` and ``change_seen`` of the verdict the node had when it
     went offline or stale: back to that verdict, it is no change (``_verdict_changed``)."""
@@ -834,16 +848,22 @@ class NodeState(msgspec.Struct, gc=False):
             return
         fresh: list[str] | None = None
         found = False
+        held = True  # N2 alone: its links are up again, the hour holds it
         for f in self.effective_findings:
-            # A part named (not G14's uuids of GPUs gone, nor G1's "none visible, the driver
-            # says why": a driver that failed to load again read "replace gpu0, …, gpu7 (RMA
-            # a GPU)", a review).
-            if (f.severity is Severity.DRAIN and f.rule[0] in "GN" and f.component
-                    and f.rule != "G14" and GPU_READER_SAYS not in f.text):
+            if _names_part(f):
                 found = True
+                held = held and f.rule == "N2"
                 key = f"{f.rule} {f.component}"
                 if key not in failing:
                     fresh = [key] if fresh is None else [*fresh, key]
+        quieted = self.quieted
+        if found and held:
+            if quieted is None:
+                self.quieted = (now, frozenset(self._part_ids(failing | set(fresh or ())).values()))
+        elif quieted is not None:
+            self.quieted = None
+            if found and now - quieted[0] >= HELD_STEADY_S and self._back_after_hold(quieted, now):
+                return
         if not found:
             if failing:
                 self.cleared = (now, frozenset(self._part_ids(failing).values()))
@@ -867,8 +887,37 @@ class NodeState(msgspec.Struct, gc=False):
             again = [k for k in keys if ids[k] in last[1]]
             if again:
                 had = self.recurred[1] if self.recurred is not None else ()
+                if not had:
+                    self.recurred_at = now
                 self.recurred = (last[0], tuple(sorted({*had, *again})))
         self.failing = failing | keys
+
+    def recurred_after_s(self) -> float:
+        """How long after its clearing ``recurred`` came back (``recurred_at``; ``changed_at``
+        where not noted: a recurrence set by hand, or a digest's)."""
+        assert self.recurred is not None
+        cleared = self.recurred[0]
+        return max(0.0, (self.recurred_at or self.changed_at or cleared) - cleared)
+
+    def _back_after_hold(self, quieted: tuple[float, frozenset[str]], now: float) -> bool:
+        """A part of the failure N2's hour held (``quieted``) failing again: the fault cleared
+        when the links came up, and this is it again (``recurred``). Whether it was."""
+        keys = frozenset(f"{f.rule} {f.component}" for f in self.effective_findings
+                         if _names_part(f))
+        ids = self._part_ids(keys)
+        held = {i.split(" ")[1] for i in quieted[1] if i.startswith("N2 ")}
+        # One of the failure's own parts, or another fault of a port N2 held (its link down
+        # again after a flap): with that port's N2, whose counter moved again.
+        back = {k for k in keys if not k.startswith("N2 ")
+                and (ids[k] in quieted[1] or (k[0] == "N" and k.split(" ", 1)[1] in held))}
+        if not back:
+            return False
+        ports = {k.split(" ", 1)[1] for k in back}
+        back.update(k for k in keys if k.startswith("N2 ") and k.split(" ", 1)[1] in ports)
+        self.cleared = quieted
+        self.recurred, self.recurred_at = (quieted[0], tuple(sorted(back))), now
+        self.failing = keys
+        return True
 
     def _part_ids(self, keys: frozenset[str]) -> dict[str, str]:
         """``"G2 gpu0"`` -> ``"G2 gpu0 GPU-…"``: the GPU by the uuid its birth gives at that
@@ -955,6 +1004,14 @@ class NodeState(msgspec.Struct, gc=False):
 
 
 _LIVENESS_RULES = frozenset({"H1", "H2", "H3"})
+
+
+def _names_part(f: Finding) -> bool:
+    """A drain finding of a part of the node's own (``NodeState.failing``): not G14's uuids of
+    GPUs gone, nor G1's "none visible, the driver says why" (a driver that failed to load again
+    read "replace gpu0, …, gpu7 (RMA a GPU)", a review)."""
+    return (f.severity is Severity.DRAIN and f.rule[0] in "GN" and bool(f.component)
+            and f.rule != "G14" and GPU_READER_SAYS not in f.text)
 
 
 RESTORE_SETTLE_S = 60.0

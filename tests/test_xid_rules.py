@@ -611,3 +611,47 @@ def test_a_fault_back_while_another_part_fails_is_said_to_recur():
     rec = recurrence(st)
     assert rec is not None and rec["findings"] == ["G2 gpu0"], (rec, st.findings)
     assert "the same fault (G2 gpu0) came back" in recommended_action(st)
+    # Back 30 s after it cleared (20 s on, then 11 samples), not when the port failed the
+    # node: "came back 23 s after", dated by the node's change to failed (a review).
+    assert rec["after_s"] >= 30, rec
+
+
+def test_a_port_fault_back_while_n2_holds_the_node_is_said_to_recur():
+    """A link down, up again (N2 holds the node failed for the hour), then down again: the
+    fault had cleared when the link came up, but with N2 still failing the node nothing was
+    counted as cleared, and it read as a first failure, "reseat or replace its cable", the
+    repair that had not held (a fault audit). Up for less than a minute, it is a flapping
+    link, not a repair that failed: no recurrence."""
+    from fleetdeck.console.judgements import recommended_action, recurrence
+
+    def run(down_again_after_s: int) -> NodeState:
+        c = Console()
+        sim = c.node.sim
+
+        def samples(n: int) -> NodeState:
+            for _ in range(n):
+                st = c.send(c.node.telemetry())
+            return st
+
+        samples(2)
+        sim.link_down(3, "Polling", sim._t_own, int(c.node.now * 1000))
+        st = samples(3)
+        assert st.reasons == ["N1", "N2"] and recurrence(st) is None
+        sim.link_restore(3, sim._t_own, int(c.node.now * 1000))
+        st = samples(down_again_after_s)
+        assert st.reasons == ["N2"], st.findings
+        sim.link_down(3, "Polling", sim._t_own, int(c.node.now * 1000))
+        return samples(3)
+
+    st = run(90)
+    assert st.verdict is Verdict.FAILED and st.reasons == ["N1", "N2"]
+    rec = recurrence(st)
+    assert rec is not None and rec["findings"] == ["N1 mlx5_ib3:1", "N2 mlx5_ib3:1"], rec
+    assert 90 <= rec["after_s"] <= 93, rec
+    said = recommended_action(st)
+    assert said.startswith(
+        "drain (no job on it), then replace mlx5_ib3:1's cable/transceiver or HCA; the same "
+        "fault (N1 mlx5_ib3:1, N2 mlx5_ib3:1) came back 9"), said
+    assert "reseat" not in said, said
+    st = run(30)  # a flap: up for 30 s
+    assert recurrence(st) is None and "reseat or replace" in recommended_action(st)
