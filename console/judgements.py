@@ -2454,6 +2454,16 @@ def _node_action(st: NodeState, state: FleetState | None) -> str:
         step = repair_step(st, warn=True)
         if st.drain.state is DrainState.DRAINED:
             return f"drained: {step}, then resume"
+        jid = None if state is None else own_job(st, state) or holding_job(state, st.node_id)
+        job = None if jid is None or state is None else state.jobs.get(jid)
+        stuck_s = None if job is None or state is None else not_stepping(job, state,
+                                                                         state.judged_at)
+        if job is not None and stuck_s is not None:
+            # Drained (finish) as a hung job's straggler is told: "once its jobs have finished"
+            # waited for a job that never ends (a review).
+            return (f"draining: job {job.job_id} on it is hung (no step for {stuck_s:.0f} s) and "
+                    f"will not finish: once it has left (restart-job {job.job_id} "
+                    f"{restart_point(job)}), {step}, then resume")
         return f"draining: once its jobs have finished, {step}, then resume"
     # "When idle" of a node with no job on it: it can be drained now (an SRE drill said so of
     # "watch; drain when idle"; the GPU resets' advice still said it: a live check).

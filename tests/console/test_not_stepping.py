@@ -141,6 +141,16 @@ def test_a_straggler_of_a_hung_job_is_not_told_to_wait_for_its_next_checkpoint()
         f"it slowed job 41 by 50% (rank 11) before the job stopped stepping (hung: no step for "
         f"{quiet:.0f} s): drain it (finish) with gpu0001 so restart-job does not place the job "
         "on them again, then check gpu3's cooling")
+    # Drained (finish) as told, its next step is not "once its jobs have finished": the job
+    # is hung and never finishes; it leaves when restarted (a review).
+    from fleetdeck.console.judgements import recommended_action
+    from fleetdeck.protocol.messages import DrainInfo, DrainState
+
+    st.drain = DrainInfo(state=DrainState.DRAINING)
+    assert recommended_action(st, session.state) == (
+        f"draining: job 41 on it is hung (no step for {quiet:.0f} s) and will not finish: once "
+        "it has left (restart-job 41 from its checkpoint at step 400), check gpu3's cooling "
+        "(fans, airflow, inlet temperature), then resume")
 
 
 def test_a_job_with_a_reason_is_not_called_hung():
