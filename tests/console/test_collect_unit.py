@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.security.deploy import DEPLOY, needs_tools
 
 UNIT = REPO / "agents" / "systemd" / "fleetdeck-collect.service"
 AGENT_UNIT = REPO / "agents" / "systemd" / "fleetdeck-agent.service"
@@ -32,13 +33,15 @@ def unit(path: Path) -> configparser.ConfigParser:
 
 def documented_env(tmp_path: Path) -> dict[str, str]:
     """docs/recording.md's collect.env, read by a shell as systemd's EnvironmentFile= reads
-    its quoted values; the CA file made to exist (the broker URL checks it)."""
+    its quoted values; the CA file a real one (the broker URL checks it holds a certificate,
+    tests/security/test_tls_file_contents.py)."""
     doc = (REPO / "docs" / "recording.md").read_text()
     env = re.search(r"tee /etc/fleetdeck/collect\.env >/dev/null <<EOF\n(.*?)\nEOF\n", doc,
                     re.DOTALL)
     assert env, "docs/recording.md no longer writes /etc/fleetdeck/collect.env"
-    ca = tmp_path / "ca.crt"
-    ca.write_text("")
+    subprocess.run(["bash", str(DEPLOY / "mkcerts.sh"), str(tmp_path / "pki"), "broker"],
+                   check=True, capture_output=True, timeout=60)
+    ca = tmp_path / "pki" / "ca.crt"
     text = env.group(1).replace("$pass", "pw").replace("/etc/fleetdeck/ca.crt", str(ca))
     (tmp_path / "collect.env").write_text(text + "\n")
     res = subprocess.run(
@@ -71,6 +74,7 @@ def test_the_collector_unit_keeps_the_agents_pattern():
     assert unit(UNIT)["Install"]["WantedBy"] == "multi-user.target"
 
 
+@needs_tools
 @pytest.mark.parametrize("extra, store", [([], "ndv5-east.db"),
                                           (["--shard", "2/3"], "ndv5-east-shard-2.db")])
 def test_the_units_exec_start_runs_collect_on_a_store_in_its_state_directory(
@@ -99,6 +103,6 @@ def test_the_units_exec_start_runs_collect_on_a_store_in_its_state_directory(
     ((url, cluster, db, retention), kw), = calls
     assert (cluster, retention, kw["metrics"]) == ("ndv5-east", 14.0, ":9108")
     assert (url.host, url.port, url.username, url.ca_file) == (
-        "mqtt.example.internal", 8883, "collector", str(tmp_path / "ca.crt"))
+        "mqtt.example.internal", 8883, "collector", str(tmp_path / "pki" / "ca.crt"))
     # The only place ProtectSystem=strict leaves it to write.
     assert db == Path(SYSTEM_STATE) / svc["StateDirectory"] / store
