@@ -670,6 +670,8 @@ class TickFeed:
         self._flushing: list[tuple[str, _Window | Scanned]] = []
         """A window being flushed in steps (``flush`` with a deadline), in order."""
         self._flushed = 0
+        self._unbegun = self.ingest.burst.since is None
+        """No message read yet: the first says when the first connection was up by."""
 
     @property
     def waiting(self) -> bool:
@@ -690,6 +692,9 @@ class TickFeed:
         return subject
 
     def add(self, msg: Scanned) -> None:
+        if self._unbegun:
+            self._unbegun = False
+            self.ingest.burst.begin(msg.t)
         if not self.every_sample:
             subject = self._telemetry_subject(msg.topic)
             if subject is not None:

@@ -211,36 +211,56 @@ class RecordedBurst:
     """A replay's judgement of each recorded connection's retained burst, as ``RetainedBurst``
     judged it live (docs/recording.md, "The retained burst in a replay"). A recording keeps
     each message's retain flag, which a 3.1.1 subscriber gets set only on what its subscribe
-    brought: the births and statuses with it are a connection's burst, its first at the
-    recording's start and one after each gap (the recorder lost the broker and subscribed
-    again). Once no retained birth or status came for ``STATUS_ASK_QUIET_S``, the burst is
-    judged by the live rule: ``BURST_CUT_MIN_NODES`` nodes or more born with no status and no
-    retained status on that connection is a cut in the births. Until then, and after a cut, a
-    replay's node count is not the cluster's (``FleetState.nodes_counted``): a replay trusted
-    whatever count it was given, and a job too big for the births a cut kept read "it can never
-    start here" where the live console had said how many were heard so far.
+    brought: the births and statuses with it are a connection's burst, its first from the
+    recording's first message and one after each gap (the recorder lost the broker and
+    subscribed again). Once no retained birth or status came for ``STATUS_ASK_QUIET_S``, the
+    burst is judged by the live rule: ``BURST_CUT_MIN_NODES`` nodes or more born with no status
+    and no retained status on that connection is a cut in the births. Until then, and after a
+    cut, a replay's node count is not the cluster's (``FleetState.nodes_counted``): a replay
+    trusted whatever count it was given, and a job too big for the births a cut kept read "it
+    can never start here" where the live console had said how many were heard so far.
+
+    A node's retained status that comes once the burst is over is no part of it: the live
+    console asked for it (``RetainedBurst.ask_statuses``, only once it had judged the burst),
+    and the node was born without one when it judged. Taken as the burst's, the answers to a
+    cut's asks read as a burst whole in the births whenever the replay's tick fell after them
+    (the live console's tick had fallen before): "it can never start here" again.
 
     Kept by the replay's ingest, so a snapshot carries it with the state it judged."""
 
     def __init__(self, cluster: str) -> None:
         self._prefix = f"{ROOT}/{cluster}/"
+        self._node_prefix = f"{self._prefix}node/"
         self.since: float | None = None
-        """When the connection whose burst is judged began (None: the first, not begun)."""
+        """When the connection whose burst is judged began (None: nothing read yet). The
+        first began by the recording's first message, not at its start: a console records
+        from before it connects, and what the broker sent 2 s after the start read as no
+        part of its burst."""
         self.gaps_taken = 0
         """The recording's gaps (their ends) taken as new connections so far."""
         self.burst_at = -math.inf
-        """When the last retained birth or status of this connection came."""
+        """When the last retained birth or status of this connection's burst came."""
         self.status_retained = False
         """A retained status (of a node, a job or the scheduler) came on this connection: its
         births came whole before it (``LiveFeed.status_retained_on``)."""
+        self.answered: set[str] = set()
+        """Nodes whose retained status came after the burst was over and before it was
+        judged here: answers to the live console's asks, born without a status then."""
         self.judged = False
         self.burst_cut: tuple[int, int] | None = None
         """(nodes born with no status, nodes born), as ``RetainedBurst.burst_cut``."""
+
+    def begin(self, at: float) -> None:
+        """The recording's first message (a keyframe's included) came at ``at``: its first
+        connection was up by then."""
+        if self.since is None:
+            self._connect(at)
 
     def _connect(self, at: float) -> None:
         self.since, self.burst_at = at, -math.inf
         self.status_retained = self.judged = False
         self.burst_cut = None
+        self.answered.clear()
 
     def _gaps_to(self, t: float, gaps: Sequence[tuple[float, float, str]]) -> None:
         """Take the gaps that ended by ``t``: each end is a new connection with its own burst."""
@@ -253,29 +273,42 @@ class RecordedBurst:
         if not topic.startswith(self._prefix):
             return
         self._gaps_to(t, gaps)
-        if topic.endswith("/birth"):
-            self.burst_at = t
-        elif topic.endswith("/status"):
-            self.burst_at = t
+        self.begin(t)
+        assert self.since is not None
+        birth = topic.endswith("/birth")
+        if not birth and not topic.endswith("/status"):
+            return
+        if t - max(self.burst_at, self.since) >= STATUS_ASK_QUIET_S:
+            # Over already: the live console had judged it by then.
+            if not birth and not self.judged and topic.startswith(self._node_prefix):
+                self.answered.add(topic[len(self._node_prefix):].partition("/")[0])
+            return
+        self.burst_at = t
+        if not birth:
             self.status_retained = True
 
     def judge(self, state: FleetState, now: float, start: float,
               gaps: Sequence[tuple[float, float, str]], note: Note) -> None:
         """After the replay's tick at ``now``: the recording heard from ``start`` on, and this
         connection's burst judged once it is over."""
-        if self.since is None:
-            self._connect(start)
+        if state.heard_since is None:
             # Fed as live from the recording's start: the node count is trusted only once a
             # burst is judged whole (``nodes_counted``), as a live console's.
             state.start_hearing(start)
         self._gaps_to(now, gaps)
-        assert self.since is not None
-        if self.judged or now - max(self.burst_at, self.since) < STATUS_ASK_QUIET_S:
+        if (self.since is None or self.judged
+                or now - max(self.burst_at, self.since) < STATUS_ASK_QUIET_S):
             return
         self.judged = True
-        missing = sum(1 for _ in born_without_status(state))
+        nodes = state.nodes
+        without = {n for n, _st in born_without_status(state)}
+        # What the live console judged: those it asked for were born without a status.
+        without.update(n for n in self.answered
+                       if (st := nodes.get(n)) is not None and st.birth is not None)
+        self.answered.clear()
+        missing = len(without)
         if missing >= BURST_CUT_MIN_NODES:
-            born = sum(1 for st in state.nodes.values() if st.birth is not None)
+            born = sum(1 for st in nodes.values() if st.birth is not None)
             if self.status_retained:
                 note(STATUSES_CUT_TEXT.format(missing=missing, born=born), kind="statuses_cut")
             else:

@@ -7,15 +7,19 @@ its burst (docs/recording.md, "The retained burst in a replay")."""
 
 import asyncio
 import contextlib
+import json
 import uuid
 
 import aiomqtt
 import pytest
 
 from fleetdeck.console.replay import Player, replay_headless
+from fleetdeck.console.retained_burst import STATUS_ASK_QUIET_S
 from fleetdeck.console.rows import job_row
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.console.summary import job_summary
+from fleetdeck.protocol import codec
+from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import eventually
 from tests.console.test_statuses_the_broker_dropped import (  # noqa: F401 - a fixture
     CUT_NODES,
@@ -23,7 +27,8 @@ from tests.console.test_statuses_the_broker_dropped import (  # noqa: F401 - a f
     _retain_dead_agents,
     small_queue_mosquitto,
 )
-from tests.tui.fleet import CLUSTER, Clock, SynthFleet
+from tests.replay.test_damage import message
+from tests.tui.fleet import CLUSTER, T0, Clock, SynthFleet
 
 
 async def _recorded(broker, path) -> tuple[str | None, str, object]:
@@ -88,3 +93,55 @@ async def test_a_replay_trusts_its_node_count_only_as_the_live_console_did(cut, 
     # read: the replay's, not the unjudged one of a connection it never made.
     assert player.session.burst_judged is True
     assert player.session.burst_cut == burst_cut
+
+
+def _header(started: float) -> str:
+    return json.dumps({"fleetdeck_recording": 1, "cluster": CLUSTER, "started": started,
+                       "fleetdeck": "0.1.0", "source": "test"})
+
+
+def _cut_then_asked(connect_after_s: float) -> list[str]:
+    """What a console records of a burst cut in the births, as the real one above does: 10
+    births (no status: the broker dropped them with the births past them), then, once the
+    live console had judged the burst over (2 s after the last birth) and asked each node for
+    its status, the 10 retained statuses that answered; a 30-node job heard live after."""
+    t0 = T0 + connect_after_s
+    fleet = SynthFleet(10, Clock(), leaves=1)
+    lines = [_header(T0)]
+    for i, name in enumerate(fleet.names):
+        lines.append(message(t0 + i * 0.001, topic_for(CLUSTER, Kind.BIRTH, name),
+                             codec.encode(fleet.agents[name].birth()), True))
+    asked = t0 + 0.009 + STATUS_ASK_QUIET_S + 0.13  # the live console's tick, and the broker
+    for i, name in enumerate(fleet.names):
+        lines.append(message(asked + i * 0.001, topic_for(CLUSTER, Kind.STATUS, name),
+                             codec.encode(fleet.agents[name].status(online=False)), True))
+    topic, payload = _big_job(Clock(), 30)
+    for s in (1.0, 6.0):
+        lines.append(message(asked + s, topic, payload))
+    return lines
+
+
+@pytest.mark.parametrize("connect_after_s", [0.0, 0.6])
+@pytest.mark.parametrize("tick_s", [0.1, 0.5, 1.0])
+def test_the_answers_to_the_live_consoles_asks_are_no_part_of_the_recorded_burst(
+        connect_after_s, tick_s, tmp_path):
+    """The live console judged the burst cut in the births, then asked each node born without
+    a status for it, and the broker answered with the retained status: a replay whose tick
+    fell after those answers (the live console's had fallen before) took them for the
+    burst's, judged it whole, and said "it can never start here" of a 30-node job on the 10
+    nodes the cut kept, where the live console had said "10 heard so far". It depended on
+    how long after the recording's start the console connected, and on the replay's tick."""
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join(_cut_then_asked(connect_after_s)) + "\n")
+    out = replay_headless(path, tick_s=tick_s)
+    [job] = [j for j in out["jobs"] if j["job_id"] == "42"]
+    assert out["retained_burst_cut"] == {"nodes_without_status": 10, "nodes": 10,
+                                         "nodes_learned_since": None}, out["retained_burst_cut"]
+    assert job["never_fits"] is None, job
+    # Every node has its status (the answers), as the live console had once it asked.
+    assert {n["verdict"] for n in out["nodes"]} == {"offline"}, out["nodes"]
+    player = Player(path)
+    player.seek(player.end)
+    pjob = player.state.jobs["42"]
+    assert job_row(pjob, player.state, player.clock()).reason == (
+        "Resources: needs 30 nodes; 10 heard so far")
