@@ -213,12 +213,14 @@ class RecordedBurst:
     each message's retain flag, which a 3.1.1 subscriber gets set only on what its subscribe
     brought: the births and statuses with it are a connection's burst, its first from the
     recording's first message and one after each gap (the recorder lost the broker and
-    subscribed again). Once no retained birth or status came for ``STATUS_ASK_QUIET_S``, the
-    burst is judged by the live rule: ``BURST_CUT_MIN_NODES`` nodes or more born with no status
-    and no retained status on that connection is a cut in the births. Until then, and after a
-    cut, a replay's node count is not the cluster's (``FleetState.nodes_counted``): a replay
-    trusted whatever count it was given, and a job too big for the births a cut kept read "it
-    can never start here" where the live console had said how many were heard so far.
+    subscribed again) or, where a console recorded it (no gap note), from each retained birth
+    that comes once a burst is over. Once no retained birth or status came for
+    ``STATUS_ASK_QUIET_S``, the burst is judged by the live rule: ``BURST_CUT_MIN_NODES`` nodes
+    or more born with no status and no retained status on that connection is a cut in the
+    births. Until then, and after a cut, a replay's node count is not the cluster's
+    (``FleetState.nodes_counted``): a replay trusted whatever count it was given, and a job
+    too big for the births a cut kept read "it can never start here" where the live console
+    had said how many were heard so far.
 
     A node's retained status that comes once the burst is over is no part of it: the live
     console asked for it (``RetainedBurst.ask_statuses``, only once it had judged the burst),
@@ -280,9 +282,14 @@ class RecordedBurst:
             return
         if t - max(self.burst_at, self.since) >= STATUS_ASK_QUIET_S:
             # Over already: the live console had judged it by then.
-            if not birth and not self.judged and topic.startswith(self._node_prefix):
-                self.answered.add(topic[len(self._node_prefix):].partition("/")[0])
-            return
+            if birth:
+                # No ask brings a birth: the console connected again, and a console's
+                # recording writes no gap note for it (``fleetdeck record``'s does).
+                self._connect(t)
+            else:
+                if not self.judged and topic.startswith(self._node_prefix):
+                    self.answered.add(topic[len(self._node_prefix):].partition("/")[0])
+                return
         self.burst_at = t
         if not birth:
             self.status_retained = True

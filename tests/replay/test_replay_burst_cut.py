@@ -145,3 +145,37 @@ def test_the_answers_to_the_live_consoles_asks_are_no_part_of_the_recorded_burst
     pjob = player.state.jobs["42"]
     assert job_row(pjob, player.state, player.clock()).reason == (
         "Resources: needs 30 nodes; 10 heard so far")
+
+
+def test_a_consoles_reconnect_brings_a_burst_of_its_own_in_the_replay(tmp_path):
+    """A console's recording writes no gap note when it loses the broker (``fleetdeck
+    record``'s does): its next connection's burst came with nothing to say it was one, and a
+    replay kept the first connection's judgement for good. The live console judged the cut
+    first burst, then the whole one after it reconnected (all 24 births, their statuses and
+    the job's): "needs 30 nodes; the cluster has 24: it can never start here". The replay
+    went on saying "needs 30 nodes; 10 heard so far"."""
+    lines = _cut_then_asked(0.0)
+    fleet = SynthFleet(24, Clock(), leaves=1)
+    back = T0 + 12.0
+    for i, name in enumerate(fleet.names):
+        a = fleet.agents[name]
+        lines.append(message(back + i * 0.001, topic_for(CLUSTER, Kind.BIRTH, name),
+                             codec.encode(a.birth()), True))
+    for i, name in enumerate(fleet.names):
+        lines.append(message(back + 0.1 + i * 0.001, topic_for(CLUSTER, Kind.STATUS, name),
+                             codec.encode(fleet.agents[name].status(online=False)), True))
+    topic, payload = _big_job(Clock(), 30)
+    lines += [message(back + 0.2, topic, payload, True), message(back + 6.0, topic, payload)]
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = replay_headless(path)
+    [job] = [j for j in out["jobs"] if j["job_id"] == "42"]
+    assert job["never_fits"] == "needs 30 nodes; the cluster has 24: it can never start here"
+    assert out["retained_burst_cut"] is None and out["retained_burst_judged"] is True
+    # The first connection's cut was said, once, and stays in the timeline.
+    player = Player(path)
+    player.seek(player.end)
+    assert [ln.kind for ln in player.session.log.lines()
+            if ln.kind in ("burst_cut", "statuses_cut")] == ["burst_cut"]
+    assert job_row(player.state.jobs["42"], player.state, player.clock()).reason == (
+        "Resources: needs 30 nodes; the cluster has 24: it can never start here")
