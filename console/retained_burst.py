@@ -251,6 +251,10 @@ class RecordedBurst:
         self.judged = False
         self.burst_cut: tuple[int, int] | None = None
         """(nodes born with no status, nodes born), as ``RetainedBurst.burst_cut``."""
+        self.on_digests = False
+        """A console on digests recorded it (its nodes are known from digests alone): no
+        burst judged, as that console judged none, and its node count the collectors' word
+        (``FleetState.digests_counted``)."""
 
     def begin(self, at: float) -> None:
         """The recording's first message (a keyframe's included) came at ``at``: its first
@@ -303,12 +307,26 @@ class RecordedBurst:
             # burst is judged whole (``nodes_counted``), as a live console's.
             state.start_hearing(start)
         self._gaps_to(now, gaps)
+        if self.on_digests:
+            state.births_whole = state.digests_counted()
+            return
         if (self.since is None or self.judged
                 or now - max(self.burst_at, self.since) < STATUS_ASK_QUIET_S):
             return
-        self.judged = True
         nodes = state.nodes
-        without = {n for n, _st in born_without_status(state)}
+        if (not any(st.born_raw for st in nodes.values())
+                and any(st.digest is not None for st in nodes.values())):
+            # Recorded by a console on digests: no node of it has a status of its own, and
+            # judged as raw births its 10 nodes read "the broker dropped part of its retained
+            # messages at connect (10 of 10 nodes came without their status)", a kept warning
+            # and ``retained_burst_cut`` that console never said.
+            self.on_digests = True
+            state.births_whole = state.digests_counted()
+            return
+        self.judged = True
+        # A node known from its digest alone (a recording of raw and digests) has no status
+        # of its own to miss.
+        without = {n for n, st in born_without_status(state) if st.digest is None}
         # What the live console judged: those it asked for were born without a status.
         without.update(n for n in self.answered
                        if (st := nodes.get(n)) is not None and st.birth is not None)

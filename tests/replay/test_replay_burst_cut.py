@@ -179,3 +179,45 @@ def test_a_consoles_reconnect_brings_a_burst_of_its_own_in_the_replay(tmp_path):
             if ln.kind in ("burst_cut", "statuses_cut")] == ["burst_cut"]
     assert job_row(player.state.jobs["42"], player.state, player.clock()).reason == (
         "Resources: needs 30 nodes; the cluster has 24: it can never start here")
+
+
+@pytest.mark.parametrize("counted", [10, None])
+def test_a_recording_of_a_console_on_digests_is_judged_as_that_console_judged(counted,
+                                                                               tmp_path):
+    """A console on digests hears no birth nor status of a node, and judges no burst
+    (``retained_burst_judged`` false); it trusts its node count by its collectors' word
+    (``CollectorStatus.cluster_nodes``). Its recording, replayed, read every node as born
+    without a status: "the broker dropped part of its retained messages at connect (10 of 10
+    nodes came without their status)", a kept warning and ``retained_burst_cut`` that console
+    never said. Of an older collector (no count), "heard so far", as that console said."""
+    from fleetdeck.protocol.messages import CollectorStatus
+    from tests.replay.test_mixed_feeds import digest
+
+    lines = [_header(T0)]
+    col = CollectorStatus(collector="shard-1", online=True, started=1, shard="1/1", nodes=10,
+                          cluster_nodes=counted, ts=int(T0 * 1000))
+    lines.append(message(T0 + 0.01, topic_for(CLUSTER, Kind.COLLECTOR, "shard-1"),
+                         codec.encode(col), True))
+    names = [f"gpu{i:04d}" for i in range(1, 11)]
+    for s in range(0, 12, 5):
+        for i, name in enumerate(names):
+            dig = digest(name, int((T0 + s) * 1000)).replace(b'"mix"', b'"t"')
+            lines.append(message(T0 + 0.02 + s + i * 0.001, topic_for(CLUSTER, Kind.DIGEST, name),
+                                 dig, s == 0))
+    topic, payload = _big_job(Clock(), 30)
+    lines += [message(T0 + 3.0, topic, payload), message(T0 + 9.0, topic, payload)]
+    path = tmp_path / "rec.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    out = replay_headless(path)
+    assert len(out["nodes"]) == 10 and {n["owner"] for n in out["nodes"]} == {"shard-1"}
+    assert out["retained_burst_cut"] is None and out["retained_burst_judged"] is False, out
+    [job] = [j for j in out["jobs"] if j["job_id"] == "42"]
+    assert job["never_fits"] == (
+        None if counted is None else "needs 30 nodes; the cluster has 10: it can never start here")
+    player = Player(path)
+    player.seek(player.end)
+    assert [ln.text for ln in player.session.log.lines()
+            if ln.kind in ("burst_cut", "statuses_cut")] == []
+    assert job_row(player.state.jobs["42"], player.state, player.clock()).reason == (
+        "Resources: needs 30 nodes; 10 heard so far" if counted is None
+        else f"Resources: {job['never_fits']}")
