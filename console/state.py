@@ -1578,11 +1578,13 @@ class FleetState:
     def nodes_counted(self) -> bool:
         """Whether ``nodes`` is every node of the cluster, as far as a count of them goes: a
         state fed live (``heard_since``) once its retained burst was judged whole in the births
-        (``births_whole``); a state not fed live (a replay, one built by hand) holds what it
-        was given. Mid-burst, or after a broker cut the births, a job that fits read "it can
-        never start here" against the nodes heard so far, and was left out of "pending ahead"
-        (a review: ``never_fits``). Never on node filters, which judge no burst; on digests
-        (no birth heard, no burst judged) by the collectors' count (``digests_counted``)."""
+        (``births_whole``), a replay's as its recorded burst was judged (``RecordedBurst``,
+        which feeds it as live from the recording's start); a state not fed live (one built by
+        hand) holds what it was given. Mid-burst, or after a broker cut the births, a job that
+        fits read "it can never start here" against the nodes heard so far, and was left out of
+        "pending ahead" (a review: ``never_fits``). Never on node filters, which judge no
+        burst; on digests (no birth heard, no burst judged) by the collectors' count
+        (``digests_counted``)."""
         if self.heard_since is None:
             return True
         return self.digests_counted() if self.digest_mode else self.births_whole
