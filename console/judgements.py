@@ -186,10 +186,10 @@ class SuspectSwitch:
     since_ms: int | None = None
     """When its ports dropped (sample clock, ms): the median of their fatal counters' last
     move (N2: ``link_downed`` moves as a link goes down), so one node's own earlier flap does
-    not date it; a port whose drop was not seen counts as the earliest, so None when half its
-    ports' drops or more were not seen (a console started after it, with no store to recall
-    it): one port that moved again later does not date the rest. What ``leaf_groups`` judges
-    a common cause by."""
+    not date it; a port whose drop was not seen counts as the earliest, so None when more than
+    half its ports' drops were not seen (a console started after it, with no store to recall
+    it; of 4 ports with 2 unseen, the earlier of the other two dates it): one port that moved
+    again later does not date the rest. What ``leaf_groups`` judges a common cause by."""
 
     @property
     def recovered(self) -> bool:
