@@ -57,6 +57,9 @@ class ShardRunner:
         self._unbelieved = 0
         self._known = (-1, 0.0)
         """How many nodes ``scope.known`` held, and since when (``cluster_nodes``)."""
+        self._counted: int | None = None
+        """The count ``cluster_nodes`` last said: None until one connection's births were
+        known whole."""
         self._said_cluster: int | None = None
         """The ``cluster_nodes`` of its last birth."""
         self.stopping = False
@@ -66,9 +69,15 @@ class ShardRunner:
 
     def cluster_nodes(self, now: float) -> int | None:
         """The cluster's node count for its birth (``CollectorStatus.cluster_nodes``): every
-        node whose birth it heard, once this connection's retained births are known whole (a
+        node whose birth it heard, once a connection's retained births are known whole (a
         retained job or scheduler status came after them: one subscribe, births first,
-        ``LiveFeed.jobs_retained_on``) and none new came for ``STATUS_ASK_QUIET_S``; else None.
+        ``LiveFeed.jobs_retained_on``) and none new came for ``STATUS_ASK_QUIET_S``; None
+        until then. Kept through later connections, as a raw console keeps its count
+        (``FleetState.births_whole``): what a whole burst brought stays known, and a reconnect
+        only adds. Judged anew on each, a collector said none for 2 s after every reconnect,
+        and for good after a broker restart that lost the retained job statuses (they came
+        back live, not retained), so a console on digests stopped saying that a job can
+        never start here. A change in the count is said once it has settled.
         A console on digests hears no birth and judges no burst: without it a job that can
         never start on this cluster was never said to (docs/protocol.md, "CollectorStatus")."""
         feed = self.session.feed
@@ -76,12 +85,14 @@ class ShardRunner:
         n = len(self.scope.known)
         if n != self._known[0]:
             self._known = (n, now)
+        if now - self._known[1] < STATUS_ASK_QUIET_S:
+            return self._counted
         conn = feed.conn
-        if conn.state != "connected" or feed.jobs_retained_on != conn.connacks:
-            return None
-        if now - max(self._known[1], conn.since) < STATUS_ASK_QUIET_S:
-            return None
-        return n
+        if self._counted is not None or (
+                conn.state == "connected" and feed.jobs_retained_on == conn.connacks
+                and now - conn.since >= STATUS_ASK_QUIET_S):
+            self._counted = n
+        return self._counted
 
     def on_tick(self, report: TickReport) -> bool:
         """The ``watch`` callback; True once the goodbye is queued (the watch's final flush

@@ -534,9 +534,10 @@ class CollectorStatus(_Versioned):
     nodes: U32 | None = None
     """Nodes it owns right now (absent in the will)."""
     cluster_nodes: U32 | None = None
-    """The cluster's nodes as it counts them: every node whose birth it heard, once its
-    connection's retained births came whole (a retained job or scheduler status came after
-    them) and stopped coming; absent until then, in the will, and from an older collector.
+    """The cluster's nodes as it counts them: every node whose birth it heard, once one of its
+    connections' retained births came whole (a retained job or scheduler status came after
+    them) and stopped coming, kept through later connections; absent until then, in the will,
+    and from an older collector.
     What a console on digests trusts its node count by (``FleetState.nodes_counted``:
     docs/protocol.md, "CollectorStatus")."""
     ts: TsMs

@@ -15,6 +15,7 @@ import aiomqtt
 import pytest
 
 from fleetdeck.brokerurl import BrokerURL
+from fleetdeck.protocol import codec
 from fleetdeck.protocol.topics import Kind, topic_for
 from tests.conftest import run_cli, spawn, stop_process
 from tests.console.test_statuses_the_broker_dropped import (  # noqa: F401 - a fixture
@@ -131,3 +132,49 @@ async def test_a_collector_counts_the_cluster_only_once_its_births_came_whole(
         assert counted == [None] * len(counted), births
     else:
         assert counted[-1] == CUT_NODES, births
+
+
+@pytest.mark.timeout(120)
+async def test_a_collector_keeps_its_count_through_a_broker_that_lost_the_retained(mosquitto):
+    """The count is kept through later connections, as a raw console keeps its own
+    (``FleetState.births_whole``): a reconnect only adds to the births it knows. Judged anew
+    on each, a collector said none after every reconnect, and for good after a broker
+    restarted without persistence: the agents' births and the scheduler's job statuses came
+    back live on its new connection, never retained, and no console on digests said again
+    that a 6-node job can never start on 4 nodes."""
+    from tests.conftest import eventually, start_collector
+    from tests.console.test_statuses_the_broker_dropped import CLUSTER as CUT_CLUSTER
+
+    fleet = SynthFleet(4, Clock(), leaves=1)
+    url = mosquitto.url
+
+    async def publish_cluster() -> None:
+        """What the agents and the scheduler publish as they (re)connect: retained."""
+        async with aiomqtt.Client(url.host, url.port,
+                                  identifier=f"pub-{uuid.uuid4().hex[:6]}") as c:
+            for name in fleet.names:
+                a = fleet.agents[name]
+                for kind, msg in ((Kind.BIRTH, a.birth()), (Kind.STATUS, a.status())):
+                    await c.publish(topic_for(CUT_CLUSTER, kind, name), codec.encode(msg),
+                                    qos=1, retain=True)
+            await c.publish(*_big_job(Clock(), 6), qos=1, retain=True)
+
+    await publish_cluster()
+    stop = asyncio.Event()
+    collector, runner, task = start_collector(CUT_CLUSTER, url, stop)
+    feed = collector.feed
+    assert feed is not None
+    try:
+        await eventually(lambda: runner.cluster_nodes(collector.clock()) == 4, 20,
+                         message="the collector counting 4 nodes")
+        mosquitto.kill()  # no persistence here: every retained message goes with it
+        mosquitto.start()
+        await eventually(lambda: feed.conn.connacks >= 2 and feed.conn.state == "connected",
+                         30, message="the collector subscribed again")
+        await publish_cluster()  # live to the collector, subscribed already
+        births = await _collector_births(url, CUT_CLUSTER, 2 * 2.0 + 1.0)
+    finally:
+        stop.set()
+        await asyncio.gather(task, return_exceptions=True)
+    counted = [b.get("cluster_nodes") for b in births if b["online"]]
+    assert counted and set(counted) == {4}, births
