@@ -66,6 +66,24 @@ def born_without_status(state: FleetState) -> Iterator[tuple[str, NodeState]]:
             if st.birth is not None and st.status_bd_seq < 0 and n not in refused)
 
 
+def said_cut(state: FleetState, missing: int, status_retained: bool,
+             note: Note) -> tuple[int, int] | None:
+    """A connection's burst over, ``missing`` nodes born with no status: whether it was cut
+    in the births, (missing, born), said once as a kept warning; a cut in the statuses alone
+    (a retained status came on the connection: every birth came before it) is logged, not
+    kept; None for both and for too few missing (``BURST_CUT_MIN_NODES``). One judgement for
+    the live console (``RetainedBurst``) and a replay (``RecordedBurst``)."""
+    if missing < BURST_CUT_MIN_NODES:
+        return None
+    born = sum(1 for st in state.nodes.values() if st.birth is not None)
+    if status_retained:
+        note(STATUSES_CUT_TEXT.format(missing=missing, born=born), kind="statuses_cut")
+        return None
+    note(BURST_CUT_TEXT.format(missing=missing, born=born), severity="warn", kind="burst_cut",
+         keep=True)
+    return (missing, born)
+
+
 class RetainedBurst:
     """The status asks of one session and its judgement of each connection's burst."""
 
@@ -185,15 +203,8 @@ class RetainedBurst:
         whole: 9 dead agents on a broker that keeps 10 of a burst read as cut, exit 3, on every
         fleet of 510-1,010 nodes on Mosquitto's default queue (a review). Logged, not kept."""
         missing = sum(1 for _ in born_without_status(state))
-        if missing < BURST_CUT_MIN_NODES:
-            return
-        born = sum(1 for st in state.nodes.values() if st.birth is not None)
-        if feed.status_retained_on == feed.conn.connacks:
-            self._note(STATUSES_CUT_TEXT.format(missing=missing, born=born), kind="statuses_cut")
-            return
-        self.burst_cut = (missing, born)
-        self._note(BURST_CUT_TEXT.format(missing=missing, born=born), severity="warn",
-                   kind="burst_cut", keep=True)
+        self.burst_cut = said_cut(state, missing, feed.status_retained_on == feed.conn.connacks,
+                                  self._note)
 
     def in_burst(self, batch: Batch, now: float, reborn: Mapping[str, float],
                  rebirth_every_s: float) -> bool:
@@ -331,13 +342,5 @@ class RecordedBurst:
         without.update(n for n in self.answered
                        if (st := nodes.get(n)) is not None and st.birth is not None)
         self.answered.clear()
-        missing = len(without)
-        if missing >= BURST_CUT_MIN_NODES:
-            born = sum(1 for st in nodes.values() if st.birth is not None)
-            if self.status_retained:
-                note(STATUSES_CUT_TEXT.format(missing=missing, born=born), kind="statuses_cut")
-            else:
-                self.burst_cut = (missing, born)
-                note(BURST_CUT_TEXT.format(missing=missing, born=born), severity="warn",
-                     kind="burst_cut", keep=True)
+        self.burst_cut = said_cut(state, len(without), self.status_retained, note)
         state.births_whole = self.burst_cut is None
