@@ -754,10 +754,21 @@ class TickFeed:
         self.decoded += 1
         ingest = self.ingest
         refused, missing = ingest.malformed.total, ingest.keyframe_missing
-        if subject is None or ingest.cluster != self.cluster:
-            ingest.handle(msg.topic, payload, msg.t)
-        else:
-            ingest.handle_telemetry(subject, msg.topic, payload, msg.t)
+        # Retained as recorded, as ``LiveFeed.hand`` sets it live: a retained status older
+        # than one heard before is left out (``Ingest._replayed``, a broker restored from an
+        # old saved copy), or a replay booked job 41 "interrupted" where the live console had
+        # not. A keyframe's entries, the recorder's own picture, are read unretained.
+        retained = msg.retain
+        if retained:
+            ingest.retained = True
+        try:
+            if subject is None or ingest.cluster != self.cluster:
+                ingest.handle(msg.topic, payload, msg.t)
+            else:
+                ingest.handle_telemetry(subject, msg.topic, payload, msg.t)
+        finally:
+            if retained:
+                ingest.retained = False
         # A v2 delta whose keyframe is not held is not kept either (Ingest counts it apart).
         return ingest.malformed.total == refused and ingest.keyframe_missing == missing
 

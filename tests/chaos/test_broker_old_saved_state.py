@@ -7,7 +7,9 @@ A console that heard the newer messages took the older ones as news (2026-12-07 
 4101 "interrupted … 1.5 GPU-h of work lost" and "runs again in place (step 56 -> 14)", a node
 its agent had stopped cleanly read stale (H1, "check the agent"), and four retired nodes came
 back as "rack004: 4 nodes fell silent … power or the rack's network" (console/ingest.py,
-``Ingest._replayed``; docs/reliability.md)."""
+``Ingest._replayed``; docs/reliability.md). A replay of the console's recording says the same: it
+took no recorded retain flag, and booked job 41 "interrupted" where the live console had not
+(console/replay.py, ``TickFeed._handle``)."""
 
 import asyncio
 import shutil
@@ -19,6 +21,7 @@ import aiomqtt
 import pytest
 
 from fleetdeck.broker import MOSQUITTO, ManagedBroker, mosquitto_conf
+from fleetdeck.console.replay import run_headless
 from fleetdeck.console.session import ConsoleSession
 from fleetdeck.protocol import codec
 from fleetdeck.protocol.messages import JobState, JobStatus
@@ -72,6 +75,9 @@ async def test_a_broker_restarted_from_an_older_saved_state_changes_nothing_hear
         await eventually(lambda: len(state.nodes) == 2
                          and all(st.verdict.value == "ok" for st in state.nodes.values())
                          and "41" in state.jobs, 30, message="both nodes ok and job 41 heard")
+        # Recorded from here on: its first keyframe holds what was heard so far.
+        recording = tmp_path / "rec.jsonl"
+        session.start_recording(recording)
         # The broker saves every 5 s (fleetdeck.broker.mosquitto_conf): this copy holds both
         # nodes online and job 41 at step 100.
         copied_at = time.time()
@@ -114,6 +120,19 @@ async def test_a_broker_restarted_from_an_older_saved_state_changes_nothing_hear
         lines = [line.text for _n, line in session.log]
         assert not [t for t in lines if "interrupted" in t or "runs again" in t], lines
         assert session.ingest.replayed == 4  # job 41, gpu0001's status, gpu0002's two
+        session.stop_recording()
+
+        # Its replay, the recorded retain flags read, hears the same: nothing taken as news.
+        for every_sample in (False, True):
+            run = run_headless(recording, every_sample=every_sample)
+            replayed = run.session
+            assert replayed.state.jobs["41"].step == 150
+            assert "gpu0002" not in replayed.state.nodes
+            assert replayed.state.nodes["gpu0001"].online is False
+            assert replayed.interruptions.total == []
+            said = [line.text for _n, line in replayed.log]
+            assert not [t for t in said if "interrupted" in t or "runs again" in t], said
+            assert run.feed.ingest.replayed == 4
     finally:
         stop.set()
         await watcher
