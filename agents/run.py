@@ -132,6 +132,10 @@ class ReaderLeftOpen(Exception):
         self.error = error
 
 
+ONLY_AT_START = "agent.env and flags are read only at a restart"
+"""Said of every reread: what a SIGHUP cannot see (``reread_said``)."""
+
+
 def reread_said(cfg: AgentSettings, reread: Callable[[], AgentSettings]) -> str:
     """What a SIGHUP finds: the configuration read again (``reread``: the start's file, its
     environment and flags) against the settings the agent runs on, in one sentence.
@@ -150,11 +154,15 @@ def reread_said(cfg: AgentSettings, reread: Callable[[], AgentSettings]) -> str:
     old, new = _shown(cfg), _shown(now)
     changed = [f"{key} {old.get(key)!r} -> {new.get(key)!r}"
                for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+    # Only the file is read again: the environment (systemd's agent.env) and the flags are
+    # the process's own, fixed at its start. "No setting changed" after an edit of agent.env
+    # read as the edit taken, or needless (a review).
     if not changed:
-        return "configuration read again (SIGHUP): valid, and no setting changed"
+        return ("configuration read again (SIGHUP): valid, and no setting changed; "
+                f"{ONLY_AT_START}")
     return (f"configuration read again (SIGHUP): valid; changed: {', '.join(changed)}. This "
             "agent applies settings only at start and runs on with the ones it started with: "
-            "restart it to apply them (systemctl restart fleetdeck-agent)")
+            f"restart it to apply them (systemctl restart fleetdeck-agent); {ONLY_AT_START}")
 
 
 def _shown(cfg: AgentSettings) -> dict[str, Any]:

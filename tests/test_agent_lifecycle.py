@@ -306,7 +306,9 @@ async def test_sighup_after_a_bad_config_edit_keeps_the_agent_running_and_says_w
     for most daemons. SIGHUP used to end the agent at once, without a word in its journal, and
     systemd's ``Restart=on-failure`` takes a SIGHUP death for a clean stop: the node went
     offline for good (2026-12-07 drill). It now reads the file again, says what it found, and
-    runs on with the settings it started with (agents/run.py, ``reread_said``)."""
+    runs on with the settings it started with (agents/run.py, ``reread_said``). Only the file
+    is read again: the environment (agent.env) and the flags are the start's, and a bare "no
+    setting changed" after an edit of agent.env read as that edit taken; each line says so."""
     config = tmp_path / "agent.toml"
     config.write_text(f'broker = "{mosquitto.url}"\ncluster = "{CLUSTER}"\n'
                       'node_id = "gpu0001"\ninterval_s = 1\n')
@@ -316,10 +318,17 @@ async def test_sighup_after_a_bad_config_edit_keeps_the_agent_running_and_says_w
         async with Watcher(mosquitto.url) as w:
             await w.until(is_ok, message="agent online")
             session = node(w.state).bd_seq
+            # agent.env edited, say: the reread cannot see it, and says so.
+            proc.send_signal(signal.SIGHUP)
+            await eventually(lambda: "SIGHUP" in log.read_text(), 10, message="the reread said")
+            said = log.read_text()
+            assert ("configuration read again (SIGHUP): valid, and no setting changed; "
+                    "agent.env and flags are read only at a restart") in said, said
             config.write_text(config.read_text().replace("interval_s = 1",
                                                          'interval_s = "fast"'))
             proc.send_signal(signal.SIGHUP)
-            await eventually(lambda: "SIGHUP" in log.read_text(), 10, message="the reread said")
+            await eventually(lambda: log.read_text().count("SIGHUP") == 2, 10,
+                             message="the reread said")
             said = log.read_text()
             assert "line 4, 'interval_s'" in said
             assert "runs on with the settings it started with" in said
@@ -337,6 +346,8 @@ async def test_sighup_after_a_bad_config_edit_keeps_the_agent_running_and_says_w
             proc.send_signal(signal.SIGHUP)
             await eventually(lambda: "changed: interval_s 1.0 -> 2.0" in log.read_text(), 10,
                              message="the change said")
-            assert "restart it to apply them" in log.read_text()
+            said = log.read_text()
+            assert ("restart it to apply them (systemctl restart fleetdeck-agent); agent.env "
+                    "and flags are read only at a restart") in said, said
     finally:
         assert stop_process(proc) == 0
