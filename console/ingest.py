@@ -40,8 +40,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("fleetdeck.ingest")
 
 REPLAY_MEMORY = 65_536
-"""At most this many jobs and retired nodes remembered for ``Ingest._replayed``, the oldest
-forgotten first."""
+"""At most this many jobs, retired nodes, births and ended sessions remembered for
+``Ingest._replayed``, the oldest forgotten first."""
+
+
+def _remember(table: "OrderedDict[str, int]", key: str, value: int) -> None:
+    """``table[key] = value``, newest last, the oldest forgotten past ``REPLAY_MEMORY``: the
+    keys are subjects the network names (a made-up node's birth or will kept for good)."""
+    table[key] = value
+    table.move_to_end(key)
+    if len(table) > REPLAY_MEMORY:
+        table.popitem(last=False)
+
 
 BDSEQ_FUTURE_S = 600.0
 """A bdSeq more than this ahead of the receive clock is refused (forged, or a broken clock)."""
@@ -335,10 +345,11 @@ class Ingest:
         self._job_newest: OrderedDict[str, int] = OrderedDict()
         """Job id -> the ``ts`` of its status heard live last, or a newer one heard retained
         (``_replayed``)."""
-        self._born: dict[str, int] = {}
-        self._ended: dict[str, int] = {}
+        self._born: OrderedDict[str, int] = OrderedDict()
+        self._ended: OrderedDict[str, int] = OrderedDict()
         """Node id -> the bdSeq of its latest birth, and of its latest session heard ended (an
-        offline status: its goodbye or will)."""
+        offline status: its goodbye or will). Keyed by topics the network names, so bounded
+        as the other tables here (``_remember``)."""
         self._retired: OrderedDict[str, int] = OrderedDict()
         """Node id -> the bdSeq of its latest birth when it was retired (its birth cleared)."""
         self.replayed = 0
@@ -378,10 +389,7 @@ class Ingest:
             # went back, or a simulator restarted (job ids again from 4101, ts from its epoch),
             # kept the largest ts ever, and its later statuses, retained, read as replays.
             if newest is None or msg.ts > newest or not retained:
-                self._job_newest[subject] = msg.ts
-                self._job_newest.move_to_end(subject)
-                if len(self._job_newest) > REPLAY_MEMORY:
-                    self._job_newest.popitem(last=False)
+                _remember(self._job_newest, subject, msg.ts)
             return ""
         if not isinstance(msg, Birth | Status):
             return ""
@@ -391,7 +399,7 @@ class Ingest:
         if isinstance(msg, Birth):
             self._retired.pop(subject, None)  # born again: a node under the name
             if msg.bdSeq > self._born.get(subject, -1):
-                self._born[subject] = msg.bdSeq
+                _remember(self._born, subject, msg.bdSeq)
             return ""
         ended = self._ended.get(subject, -1)
         if msg.online:
@@ -400,17 +408,14 @@ class Ingest:
             return (f"{subject}'s status online of a session heard ended"
                     if retained and msg.bdSeq <= ended else "")
         if msg.bdSeq > ended:
-            self._ended[subject] = msg.bdSeq
+            _remember(self._ended, subject, msg.bdSeq)
         return ""
 
     def _retire(self, subject: str) -> None:
         born = self._born.pop(subject, None)
         self._ended.pop(subject, None)
         if born is not None:
-            self._retired[subject] = born
-            self._retired.move_to_end(subject)
-            if len(self._retired) > REPLAY_MEMORY:
-                self._retired.popitem(last=False)
+            _remember(self._retired, subject, born)
 
     def _say_replayed(self) -> None:
         what, self._replayed_unsaid = self._replayed_unsaid, []

@@ -49,3 +49,25 @@ def test_a_retained_status_older_than_the_one_heard_last_is_still_left_out():
     session.tick()
     assert session.ingest.replayed == 1
     assert session.state.jobs["41"].step == 150
+
+
+def test_births_and_wills_of_made_up_nodes_are_not_kept_for_good(monkeypatch):
+    """The nodes' births and ended sessions the check remembers are keyed by topics the
+    network names: a publisher making up node names grew them for the life of the process,
+    where every other table the ingest keys by topic is bounded (a last review). The oldest
+    are forgotten past REPLAY_MEMORY, as retired nodes and jobs are."""
+    import fleetdeck.console.ingest as ingest_mod
+    from fleetdeck.protocol import codec
+    from fleetdeck.protocol.topics import Kind, topic_for
+    from tests.tui.fleet import SynthFleet
+
+    monkeypatch.setattr(ingest_mod, "REPLAY_MEMORY", 8)
+    clock = Clock()
+    fleet = SynthFleet(20, clock)
+    ingest = Ingest(CLUSTER)
+    fleet.birth(ingest)
+    for name in fleet.names:  # each agent's Last Will: its session ended
+        ingest.handle(topic_for(CLUSTER, Kind.STATUS, name),
+                      codec.encode(fleet.agents[name].status(online=False)), clock())
+    assert len(ingest._born) == 8 and len(ingest._ended) == 8
+    assert list(ingest._born) == fleet.names[-8:]  # the newest kept
