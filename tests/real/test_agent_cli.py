@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 from tests.conftest import run_cli
+from tests.security.deploy import DEPLOY, needs_tools
 
 
 def test_once_reads_the_node_exporter_sysfs_tree(node_exporter_sys):
@@ -80,6 +81,7 @@ def test_a_real_node_says_its_leaf_and_rack(node_exporter_sys, tmp_path):
     assert (topology["leaf"], topology["spine_group"]) == ("leaf07", "sg1")
 
 
+@needs_tools
 def test_the_documented_check_config_shows_what_the_unit_runs(tmp_path):
     """docs/real-nodes.md's agent.env, read by a shell as its check step says, and the check
     command it gives: ``FLEETDECK_AGENT_ARGS=--interval 10 --kernel-log …`` unquoted made the
@@ -95,8 +97,11 @@ def test_the_documented_check_config_shows_what_the_unit_runs(tmp_path):
     env = re.search(r"tee /etc/fleetdeck/agent\.env >/dev/null <<EOF\n(.*?)\nEOF\n", doc,
                     re.DOTALL)
     assert env, "docs/real-nodes.md no longer writes /etc/fleetdeck/agent.env"
-    ca = tmp_path / "ca.crt"
-    ca.write_text("")
+    # A real CA: a --ca that holds no certificate is refused when the URL is read
+    # (tests/security/test_tls_file_contents.py).
+    subprocess.run(["bash", str(DEPLOY / "mkcerts.sh"), str(tmp_path / "pki"), "broker"],
+                   check=True, capture_output=True, timeout=60)
+    ca = tmp_path / "pki" / "ca.crt"
     text = (env.group(1).replace("$node", "gpu0001").replace("$pass", "pw")
             .replace("/etc/fleetdeck/ca.crt", str(ca)))
     (tmp_path / "agent.env").write_text(text + "\n")

@@ -1,10 +1,12 @@
 """The sentence an unreachable broker gets: the OS's errno wording never reaches the operator."""
 
 import socket
+import subprocess
 
 import pytest
 
 from fleetdeck.brokerurl import describe_mqtt_error, parse_broker_url
+from tests.security.deploy import DEPLOY, needs_tools
 
 
 @pytest.mark.parametrize(("err", "words"), [
@@ -119,6 +121,7 @@ def test_a_chosen_broker_is_not_called_the_default(monkeypatch, how):
     assert "default" not in text
 
 
+@needs_tools
 def test_a_refused_client_certificate_reads_as_one_sentence(tmp_path):
     """A TLS EOF with --cert ended "is it signed by the CA the broker trusts, and not
     expired?." (the hint's question, then the sentence's full stop)."""
@@ -128,8 +131,10 @@ def test_a_refused_client_certificate_reads_as_one_sentence(tmp_path):
     from fleetdeck.brokerurl import with_tls
     from fleetdeck.transport import TransportError
 
-    for name in ("ca.crt", "c.crt", "c.key"):
-        (tmp_path / name).write_text("")
+    # Real files: their contents are checked when the URL is read
+    # (tests/security/test_tls_file_contents.py).
+    subprocess.run(["bash", str(DEPLOY / "mkcerts.sh"), str(tmp_path), "broker", "c"],
+                   check=True, capture_output=True, timeout=60)
     url = with_tls(parse_broker_url("mqtts://127.0.0.1:8883"), str(tmp_path / "ca.crt"),
                    str(tmp_path / "c.crt"), str(tmp_path / "c.key"))
     hint = ("if port 8883 is plain MQTT use mqtt://, or the broker's TLS port; else the broker "
